@@ -1,0 +1,3 @@
+module bulkwire/peers
+
+go 1.22
