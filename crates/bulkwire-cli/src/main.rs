@@ -1,1 +1,32 @@
-fn main() {}
+//! The `bulkwire` command. Thin: argument parsing here, the work in the
+//! library crates.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod build;
+mod parse;
+
+/// Large binary payloads over HTTP, at memory speed and in constant memory.
+#[derive(Parser)]
+#[command(name = "bulkwire", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse a multipart body; one JSON object per part on stdout.
+    Parse(parse::Args),
+    /// Build a multipart/form-data body; prints its Content-Type line.
+    Build(build::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Parse(a) => parse::run(a),
+        Command::Build(a) => build::run(a),
+    }
+}

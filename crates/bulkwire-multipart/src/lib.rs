@@ -6,12 +6,14 @@
 //! - [`read`] and [`stream`]: blocking `Read` and async `Stream` adapters over
 //!   the same core.
 //! - [`build`] and [`template`]: RFC 7578 body builders with exact
-//!   `Content-Length`, and precomputed templates for load generation.
+//!   `Content-Length`, and precomputed templates for load generation; both
+//!   give a [`body::Body`] to send.
 //!
 //! Every buffer is capped by [`Limits`]; every error is an [`Error`] with a
 //! byte offset and an HTTP status.
 #![forbid(unsafe_code)]
 
+pub mod body;
 pub mod build;
 mod content_type;
 mod error;
@@ -28,7 +30,8 @@ pub mod testutil;
 
 pub mod template;
 
-pub use build::{Body, BodyReader, Builder, Segment};
+pub use body::{Body, BodyReader, Segment};
+pub use build::Builder;
 pub use content_type::{validate_boundary, ContentType, Subtype};
 pub use error::{Error, ErrorKind};
 pub use headers::Part;

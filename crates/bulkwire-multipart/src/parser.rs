@@ -484,6 +484,9 @@ impl Parser {
     /// After `CRLF--boundary`: `--` closes the body; otherwise transport
     /// padding and CRLF open a part (RFC 2046 §5.1.1).
     fn after_delimiter(&mut self, mut at: AfterDelim, input: &[u8]) -> Result<(usize, Out), Error> {
+        if at == AfterDelim::Start && input.starts_with(b"\r\n") {
+            return self.open_part(2); // the usual case, without the byte loop
+        }
         for (i, &b) in input.iter().enumerate() {
             at = match (at, b) {
                 (AfterDelim::Start, b'-') => AfterDelim::Dash,

@@ -72,7 +72,11 @@ impl<R: Read> MultipartReader<R> {
             match self.advance()? {
                 Next::Part(info) => return Ok(Some(info)),
                 Next::End => return Ok(None),
-                Next::Data | Next::PartEnd => self.pending = (0, 0),
+                Next::Data | Next::PartEnd => {
+                    // Drop what the caller did not read, wherever it lives.
+                    self.pending = (0, 0);
+                    self.spill.clear();
+                }
             }
         }
     }

@@ -11,9 +11,11 @@
 //! The encoding is that of [`crate::build`] (RFC 7578 §4, RFC 2046 §5.1.1):
 //! a render is byte for byte what a [`crate::build::Builder`] makes from the
 //! same values. The boundary is checked against the static data at build and
-//! against each value at render.
+//! against each value at render; so are control bytes in names, filenames and
+//! content types (see [`crate::build`]), filename values at render.
 
-use crate::build::{self, Body, Runs, Segment};
+use crate::body::{Body, Segment};
+use crate::build::{self, Runs};
 use bytes::Bytes;
 use memchr::memmem::Finder;
 use std::io;
@@ -71,6 +73,9 @@ enum Item {
 #[derive(Default)]
 pub struct TemplateBuilder {
     items: Vec<Item>,
+    /// Slots that fill a filename, with their field's name, for the checks
+    /// at render.
+    filename_slots: Vec<(usize, Box<str>)>,
     boundary: Option<String>,
     error: Option<io::Error>,
 }
@@ -90,6 +95,7 @@ impl TemplateBuilder {
 
     /// A text field with a fixed or per-request value.
     pub fn text<'a>(&mut self, name: &str, value: impl Into<Value<'a>>) -> &mut Self {
+        self.keep(build::check_form(name, None, None));
         let mut h = Vec::new();
         build::put_disposition(&mut h, name);
         build::end_disposition(&mut h, None);
@@ -142,10 +148,14 @@ impl TemplateBuilder {
 
     fn file_head(&mut self, name: &str, filename: Filename<'_>, content_type: Option<&str>) {
         let content_type = build::default_type(true, content_type);
-        if content_type.is_some_and(build::has_control) {
-            self.error
-                .get_or_insert_with(|| build::invalid("content type has a control character"));
-        }
+        let static_name = match filename {
+            Filename::Static(f) => Some(f),
+            Filename::Slot(s) => {
+                self.filename_slots.push((s.0, name.into()));
+                None
+            }
+        };
+        self.keep(build::check_form(name, static_name, content_type));
         let mut h = Vec::new();
         build::put_disposition(&mut h, name);
         h.extend_from_slice(build::FILENAME_OPEN);
@@ -166,10 +176,18 @@ impl TemplateBuilder {
         self.items.push(Item::Head(h));
     }
 
+    /// Keeps the first error for [`TemplateBuilder::build`].
+    fn keep(&mut self, r: io::Result<()>) {
+        if let Err(e) = r {
+            self.error.get_or_insert(e);
+        }
+    }
+
     /// Picks the boundary (checked against all static bytes) and encodes
     /// everything static. The builder is left empty.
     pub fn build(&mut self) -> io::Result<Template> {
         let items = mem::take(&mut self.items);
+        let filename_slots = mem::take(&mut self.filename_slots);
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -197,6 +215,7 @@ impl TemplateBuilder {
             pieces,
             static_len,
             slots,
+            filename_slots,
         })
     }
 }
@@ -233,6 +252,7 @@ pub struct Template {
     pieces: Vec<Piece>,
     static_len: u64,
     slots: usize,
+    filename_slots: Vec<(usize, Box<str>)>,
     /// Built once: every render checks its values with it.
     finder: Finder<'static>,
 }
@@ -262,7 +282,8 @@ impl Template {
     /// value is escaped as [`crate::build`] escapes filenames.
     ///
     /// Errors with `InvalidInput` if the number of values is not
-    /// [`Template::slots`] or a value contains `--boundary`.
+    /// [`Template::slots`], a value contains `--boundary`, or a filename
+    /// value has a control byte other than HT, CR and LF.
     pub fn render<V: AsRef<[u8]>>(&self, values: &[V]) -> io::Result<Body> {
         let mut segments = Vec::with_capacity(self.pieces.len());
         let len = self.render_into(values, &mut segments)?;
@@ -312,13 +333,19 @@ impl Template {
             );
             return Err(build::invalid(msg));
         }
-        match values
-            .iter()
-            .position(|v| self.finder.find(v.as_ref()).is_some())
-        {
-            Some(i) => Err(build::invalid(format!("value {i} contains the boundary"))),
-            None => Ok(()),
+        let collides = |v: &V| self.finder.find(v.as_ref()).is_some();
+        if let Some(i) = values.iter().position(collides) {
+            return Err(build::invalid(format!("value {i} contains the boundary")));
         }
+        for (i, field) in &self.filename_slots {
+            let v = values[*i].as_ref();
+            let what = || {
+                let f = build::quoted("filename", v);
+                format!("{f} (value {i}) of field {field:?}")
+            };
+            build::check_value(v, true, what)?;
+        }
+        Ok(())
     }
 
     /// All of a render's slot values in one buffer, in body order: one
@@ -359,163 +386,4 @@ fn value_len(v: &[u8], escape: bool) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::build::tests::{pattern, read_all, TempFile};
-    use crate::build::{Builder, COALESCE_MAX};
-
-    fn forced(b: &str) -> TemplateBuilder {
-        let mut t = TemplateBuilder::new();
-        t.boundary(b).unwrap();
-        t
-    }
-
-    /// The same form as a template and, for given values, as a builder.
-    struct Form {
-        big: Bytes,
-        file: TempFile,
-    }
-
-    impl Form {
-        fn new() -> Form {
-            Form {
-                big: Bytes::from(pattern(COALESCE_MAX * 8)),
-                file: TempFile::new(&pattern(10_000)),
-            }
-        }
-
-        fn template(&self) -> Template {
-            let mut t = forced("TB");
-            t.text("a", "static").text("b", Slot(0));
-            t.file_bytes("f", Slot(1), Some("image/png"), self.big.clone());
-            t.file_bytes("g", "g\".txt", None, "small")
-                .text("c", Slot(0));
-            t.file("h", &self.file.0, None, None).unwrap();
-            t.build().unwrap()
-        }
-
-        fn builder(&self, v: [&str; 2]) -> Body {
-            let mut b = Builder::new();
-            b.boundary("TB").unwrap();
-            b.text("a", "static").text("b", v[0]);
-            b.bytes("f", Some(v[1]), Some("image/png"), self.big.clone());
-            b.bytes("g", Some("g\".txt"), None, "small").text("c", v[0]);
-            b.file("h", &self.file.0, None, None).unwrap();
-            b.finish().unwrap()
-        }
-    }
-
-    #[test]
-    fn render_equals_builder_output() {
-        let form = Form::new();
-        let t = form.template();
-        assert_eq!(t.slots(), 2);
-        for v in [["one", "pic.png"], ["v\"al\r\n", "p\"i\rc\n.png"], ["", ""]] {
-            let (body, want) = (t.render(&v).unwrap(), form.builder(v));
-            assert_eq!(body.content_type(), want.content_type());
-            assert_eq!(body.content_length(), want.content_length(), "{v:?}");
-            let n =
-                t.static_len() + 2 * v[0].len() as u64 + build::escaped_len(v[1].as_bytes()) as u64;
-            assert_eq!(body.content_length(), n);
-            let out = read_all(body).unwrap();
-            assert_eq!(out.len() as u64, n);
-            assert_eq!(out, read_all(want).unwrap(), "{v:?}");
-        }
-    }
-
-    #[test]
-    fn renders_share_file_data_and_static_bytes() {
-        let form = Form::new();
-        let t = form.template();
-        let (r1, r2) = (
-            t.render(&["x", "y"]).unwrap(),
-            t.render(&["z", "w"]).unwrap(),
-        );
-        let ptrs = |b: &Body| -> Vec<*const u8> {
-            let seg = |s: &Segment| match s {
-                Segment::Bytes(b) => b.as_ptr(),
-                _ => std::ptr::null(),
-            };
-            b.segments().iter().map(seg).collect()
-        };
-        let (p1, p2) = (ptrs(&r1), ptrs(&r2));
-        assert!(p1.contains(&form.big.as_ptr()) && p2.contains(&form.big.as_ptr()));
-        assert_eq!(p1[0], p2[0], "the first static run is shared");
-        let slot_segments = p1.iter().zip(&p2).filter(|(a, b)| a != b).count();
-        assert_eq!(slot_segments, 3, "only the slot values differ");
-        let file = r1
-            .segments()
-            .iter()
-            .find(|s| matches!(s, Segment::File { .. }));
-        assert!(matches!(file, Some(Segment::File { len: 10_000, .. })));
-    }
-
-    #[test]
-    fn render_into_reuses_the_vector() {
-        let form = Form::new();
-        let t = form.template();
-        let mut out = Vec::new();
-        let n = t.render_into(&["a", "b"], &mut out).unwrap();
-        let (len, cap) = (out.len(), out.capacity());
-        assert_eq!(
-            t.render_into(&[String::from("a"), String::from("b")], &mut out)
-                .unwrap(),
-            n
-        );
-        assert_eq!((out.len(), out.capacity()), (len, cap));
-        assert_eq!(out.iter().map(Segment::len).sum::<u64>(), n);
-    }
-
-    #[test]
-    fn render_checks_its_values() {
-        let t = Form::new().template();
-        for bad in [&["a"][..], &["a", "b", "c"], &[]] {
-            assert_eq!(
-                t.render(bad).unwrap_err().kind(),
-                io::ErrorKind::InvalidInput
-            );
-        }
-        for v in [["x--TB", "f"], ["x", "--TB--"]] {
-            assert_eq!(
-                t.render(&v).unwrap_err().kind(),
-                io::ErrorKind::InvalidInput
-            );
-        }
-        assert!(t.render(&["-TB", "--T B"]).is_ok());
-    }
-
-    #[test]
-    fn build_checks_static_parts() {
-        let collide = forced("TB").text("a", "--TB").build();
-        assert_eq!(collide.unwrap_err().kind(), io::ErrorKind::InvalidInput);
-        let name = forced("TB").file_bytes("--TB", Slot(0), None, "d").build();
-        assert_eq!(name.unwrap_err().kind(), io::ErrorKind::InvalidInput);
-        let ctype = forced("TB")
-            .file_bytes("a", "f", Some("a/b\r\n"), "d")
-            .build();
-        assert_eq!(ctype.unwrap_err().kind(), io::ErrorKind::InvalidInput);
-        let missing = std::env::temp_dir().join("bulkwire-template-no-such-file");
-        assert!(TemplateBuilder::new()
-            .file("h", missing, None, None)
-            .is_err());
-        assert!(TemplateBuilder::new().boundary("bad\n").is_err());
-    }
-
-    #[test]
-    fn exact_bytes_without_slots_and_random_boundary() {
-        let t = forced("B").text("a", "1").build().unwrap();
-        let body = t.render::<&str>(&[]).unwrap();
-        assert_eq!(
-            read_all(body).unwrap(),
-            b"--B\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--B--\r\n"
-        );
-        let t = TemplateBuilder::new().text("a", Slot(0)).build().unwrap();
-        assert!(t.boundary().starts_with("bulkwire-") && t.boundary().len() == 41);
-        assert_eq!(
-            t.content_type(),
-            format!("multipart/form-data; boundary={}", t.boundary())
-        );
-        fn shareable<T: Send + Sync + Clone>(_: &T) {}
-        shareable(&t);
-    }
-}
+mod tests;
