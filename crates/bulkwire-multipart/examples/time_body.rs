@@ -15,6 +15,19 @@ fn best(reps: usize, mut f: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// Peak resident set (VmHWM) in KiB, from /proc (Linux); 0 elsewhere.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .unwrap_or("");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let body = std::fs::read(&args[1]).expect("body file");
@@ -26,6 +39,7 @@ fn main() {
         ..Limits::default()
     };
     let chunk: usize = std::env::var("CHUNK").map_or(64 * 1024, |c| c.parse().unwrap());
+    let rss_before = peak_rss_kib();
     let mut parts = 0;
     let mut bytes = 0;
     let ms = best(reps, || {
@@ -49,6 +63,7 @@ fn main() {
             .unwrap();
         }
     });
+    let rss_delta = peak_rss_kib() - rss_before;
     let needle = [&b"\r\n--"[..], boundary].concat();
     let finder = memchr::memmem::Finder::new(&needle);
     let memmem = best(reps, || {
@@ -68,5 +83,5 @@ fn main() {
         dst.copy_from_slice(std::hint::black_box(&body));
         std::hint::black_box(&dst);
     });
-    println!("ms={ms:.3} baseline_memmem_ms={memmem:.3} memcpy_ms={memcpy:.3} memmem_chunked_ms={memmem_chunked:.3} parts={parts} bytes={bytes}");
+    println!("ms={ms:.3} baseline_memmem_ms={memmem:.3} memcpy_ms={memcpy:.3} memmem_chunked_ms={memmem_chunked:.3} parts={parts} bytes={bytes} rss_delta_kib={rss_delta}");
 }

@@ -247,10 +247,21 @@ pub(crate) struct ParamAt {
 impl ParamAt {
     fn of(block: &[u8], p: &RawParam<'_>) -> Self {
         // `p.value` is a sub-slice of `block`; its distance from the block's
-        // start is its range (plain address arithmetic, no unsafe).
-        let start = p.value.as_ptr() as usize - block.as_ptr() as usize;
+        // start is its range (plain address arithmetic, no unsafe). Checked,
+        // so that a value from anywhere else is an empty range, not a panic.
+        let start = (p.value.as_ptr() as usize).wrapping_sub(block.as_ptr() as usize);
+        let start = if start
+            .checked_add(p.value.len())
+            .is_some_and(|end| end <= block.len())
+        {
+            start
+        } else {
+            debug_assert!(false, "parameter value outside its header block");
+            block.len()
+        };
+        let end = (start + p.value.len()).min(block.len());
         ParamAt {
-            value: start as u32..(start + p.value.len()) as u32,
+            value: start as u32..end as u32,
             quoted: p.quoted,
         }
     }

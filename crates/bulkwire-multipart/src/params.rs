@@ -102,9 +102,12 @@ impl<'a> Params<'a> {
             return Err(start);
         }
         if self.s.get(self.pos) != Some(&b'=') {
+            // An empty value that still points into the header, so callers
+            // can locate it (`ParamAt` works out ranges from addresses).
+            let value = &self.s[self.pos..self.pos];
             return Ok(RawParam {
                 name,
-                value: b"",
+                value,
                 quoted: false,
             });
         }

@@ -270,3 +270,15 @@ fn from_content_type() {
     let e = Parser::from_content_type("application/json", Limits::default()).unwrap_err();
     assert_eq!(e.http_status(), 415);
 }
+
+#[test]
+fn valueless_parameters_do_not_panic() {
+    // Found by the split-differential fuzz target: `name` without `=`.
+    let o = form(b"--xyzzy\r\nContent-Disposition: form-data; name\r\n\r\nx\r\n--xyzzy--");
+    assert_eq!(o.error, None);
+    let p = &o.parts()[0];
+    assert_eq!((p.0.name.as_deref(), p.1.as_slice()), (Some(""), &b"x"[..]));
+    let o =
+        form(b"--xyzzy\r\nContent-Disposition: form-data; name=a; filename\r\n\r\nx\r\n--xyzzy--");
+    assert_eq!(o.parts()[0].0.filename.as_deref(), Some(""));
+}
