@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod build;
 mod parse;
+mod serve;
 
 /// Large binary payloads over HTTP, at memory speed and in constant memory.
 #[derive(Parser)]
@@ -21,6 +22,8 @@ enum Command {
     Parse(parse::Args),
     /// Build a multipart/form-data body; prints its Content-Type line.
     Build(build::Args),
+    /// Run the upload/media server (see the README's "Server" section).
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -28,5 +31,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Parse(a) => parse::run(a),
         Command::Build(a) => build::run(a),
+        Command::Serve(a) => serve::run(a),
     }
 }

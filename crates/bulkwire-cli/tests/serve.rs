@@ -1,0 +1,328 @@
+//! Runs the real `bulkwire serve` binary on 127.0.0.1 and drives it with
+//! third-party clients: curl (`-F`, `-T`) and python-requests (installed
+//! into a venv under target/ from testsuite/py/requirements.txt). Also the
+//! first-start token, SIGTERM, and `kill -9` mid-upload then restart.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Serve {
+    child: Child,
+    addr: SocketAddr,
+    /// stdout lines up to and including the "listening" line.
+    banner: Vec<String>,
+}
+
+impl Serve {
+    fn start(data: &Path, extra: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bulkwire"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .args(extra)
+            .env_remove("BULKWIRE_TOKEN")
+            .env_remove("BULKWIRE_USER")
+            .env_remove("BULKWIRE_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut banner = Vec::new();
+        let addr = loop {
+            let mut line = String::new();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "server exited early: {banner:?}"
+            );
+            let line = line.trim_end().to_string();
+            let addr = line
+                .strip_prefix("bulkwire: listening on http://")
+                .and_then(|r| r.split(' ').next())
+                .map(|a| a.parse().unwrap());
+            banner.push(line);
+            if let Some(a) = addr {
+                break a;
+            }
+        };
+        Serve {
+            child,
+            addr,
+            banner,
+        }
+    }
+
+    fn url(&self, p: &str) -> String {
+        format!("http://{}{p}", self.addr)
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bulkwire-serve-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn sha256(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+fn payload(n: usize) -> Vec<u8> {
+    let mut x = 0x9e3779b97f4a7c15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn curl(args: &[&str]) -> Output {
+    let out = Command::new("curl")
+        .args(["-sS", "--noproxy", "*", "--max-time", "60"])
+        .args(args)
+        .output()
+        .expect("curl is needed for these tests");
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn curl_json(args: &[&str]) -> Value {
+    serde_json::from_slice(&curl(args).stdout).unwrap()
+}
+
+fn count_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const TOKEN: &str = "cli-test-token";
+const AUTH: &str = "Authorization: Bearer cli-test-token";
+
+#[test]
+fn first_start_prints_a_token_once_and_stores_it_hashed() {
+    let data = tmp("token");
+    let s = Serve::start(&data, &[]);
+    let i = s
+        .banner
+        .iter()
+        .position(|l| l.contains("shown this once"))
+        .expect("token banner");
+    let token = s.banner[i + 1].trim().to_string();
+    assert_eq!(token.len(), 64);
+    let stored = std::fs::read_to_string(data.join("token.sha256")).unwrap();
+    assert_eq!(stored.trim(), sha256(token.as_bytes()));
+    assert!(!stored.contains(&token));
+    let auth = format!("Authorization: Bearer {token}");
+    let j = curl_json(&["-H", &auth, &s.url("/v1/media")]);
+    assert_eq!(j["media"], serde_json::json!([]));
+    let code = curl(&["-o", "/dev/null", "-w", "%{http_code}", &s.url("/v1/media")]);
+    assert_eq!(code.stdout, b"401");
+    // SIGTERM is a clean exit.
+    assert!(s.terminate().success());
+
+    let s = Serve::start(&data, &[]);
+    assert!(
+        !s.banner
+            .iter()
+            .any(|l| l.contains(&token) || l.contains("shown this once")),
+        "{:?}",
+        s.banner
+    );
+    let j = curl_json(&["-H", &auth, &s.url("/v1/media")]);
+    assert!(j["media"].is_array());
+}
+
+#[test]
+fn curl_form_and_put_round_trip_by_sha256() {
+    let dir = tmp("curl");
+    let s = Serve::start(&dir.join("data"), &["--token", TOKEN]);
+    let file = dir.join("photo.jpg");
+    let data = payload(5 * 1024 * 1024 + 3);
+    std::fs::write(&file, &data).unwrap();
+    let f = format!("upload=@{};type=image/jpeg", file.display());
+    let j = curl_json(&[
+        "-H",
+        AUTH,
+        "-F",
+        &f,
+        "-F",
+        "title=from curl",
+        &s.url("/v1/media"),
+    ]);
+    assert_eq!(j["fields"]["title"], "from curl");
+    let m = &j["media"][0];
+    assert_eq!(
+        (m["filename"].as_str(), m["field"].as_str()),
+        (Some("photo.jpg"), Some("upload"))
+    );
+    assert_eq!(m["sha256"], sha256(&data));
+    let back = dir.join("back.jpg");
+    curl(&[
+        "-H",
+        AUTH,
+        "-o",
+        back.to_str().unwrap(),
+        &s.url(m["url"].as_str().unwrap()),
+    ]);
+    assert_eq!(sha256(&std::fs::read(&back).unwrap()), sha256(&data));
+
+    let j = curl_json(&[
+        "-H",
+        AUTH,
+        "-T",
+        file.to_str().unwrap(),
+        &s.url("/v1/media/raw.bin"),
+    ]);
+    let m = &j["media"][0];
+    assert_eq!(m["sha256"], sha256(&data));
+    let r = curl(&[
+        "-H",
+        AUTH,
+        "-r",
+        "100-199",
+        &s.url(m["url"].as_str().unwrap()),
+    ]);
+    assert_eq!(r.stdout, data[100..200]);
+}
+
+/// A venv under target/ with testsuite/py/requirements.txt; `None` (test
+/// skipped) only when pip cannot install from PyPI.
+fn python_with_requests() -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-venv");
+    let py = venv.join("bin/python");
+    let has = |py: &Path| {
+        Command::new(py)
+            .args(["-c", "import requests"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if py.exists() && has(&py) {
+        return Some(py);
+    }
+    let ok = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "python3 -m venv failed");
+    let req = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testsuite/py/requirements.txt");
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "--disable-pip-version-check", "-r"])
+        .arg(&req)
+        .status();
+    if !pip.is_ok_and(|s| s.success()) || !has(&py) {
+        eprintln!("SKIP: pip could not install python-requests from PyPI");
+        return None;
+    }
+    Some(py)
+}
+
+#[test]
+fn python_requests_round_trip_by_sha256() {
+    let Some(py) = python_with_requests() else {
+        return;
+    };
+    let dir = tmp("python");
+    let s = Serve::start(&dir.join("data"), &["--token", TOKEN]);
+    let file = dir.join("in.bin");
+    let data = payload(3 * 1024 * 1024 + 5);
+    std::fs::write(&file, &data).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testsuite/py/roundtrip.py");
+    let out = Command::new(py)
+        .arg(script)
+        .arg(s.url(""))
+        .arg(TOKEN)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = sha256(&data);
+    assert_eq!(j["want"], want);
+    assert_eq!(j["form_status"], 201);
+    assert_eq!(j["form_fields"]["title"], "from python");
+    assert_eq!(j["form_sha256"], want);
+    assert_eq!(j["form_download_sha256"], want);
+    assert_eq!(j["put_status"], 201);
+    assert_eq!(j["put_filename"], "stream ed.bin");
+    assert_eq!(j["put_download_sha256"], want);
+}
+
+#[test]
+fn kill_9_mid_upload_then_restart_leaves_nothing() {
+    let data = tmp("kill9");
+    let s = Serve::start(&data, &["--token", TOKEN]);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let head = format!(
+        "POST /v1/media HTTP/1.1\r\nHost: x\r\n{AUTH}\r\nContent-Type: multipart/form-data; boundary=b\r\n\
+         Content-Length: 100000000\r\n\r\n--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"k.bin\"\r\n\r\n"
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    c.write_all(&payload(2 * 1024 * 1024)).unwrap();
+    wait_until("temp file being written", || {
+        count_files(&data.join("tmp")) == 1
+    });
+    let mut s = s;
+    s.child.kill().unwrap(); // SIGKILL
+    s.child.wait().unwrap();
+    drop(c);
+    assert_eq!(
+        count_files(&data.join("tmp")),
+        1,
+        "the crash left its temp file"
+    );
+
+    let s = Serve::start(&data, &["--token", TOKEN]);
+    assert!(
+        s.banner
+            .iter()
+            .any(|l| l.contains("removed 1 temp file(s) and 0 orphan blob(s)")),
+        "{:?}",
+        s.banner
+    );
+    assert_eq!(count_files(&data.join("tmp")), 0);
+    assert_eq!(count_files(&data.join("blobs")), 0);
+    let j = curl_json(&["-H", AUTH, &s.url("/v1/media")]);
+    assert_eq!(j["media"], serde_json::json!([]));
+}

@@ -1,0 +1,248 @@
+//! Server configuration and limits (DESIGN.md "Bounded memory is a
+//! contract").
+//!
+//! Everything is resolved once at start-up: the request path never reads a
+//! file or the environment. [`Config`] comes from defaults, an optional TOML
+//! file ([`Config::from_toml_str`]) and, in the CLI, flags and `BULKWIRE_*`
+//! variables layered on top. Every cap lives in one [`Limits`] value with
+//! finite defaults; an error for a limit names the field here and its value.
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A user allowed in with HTTP Basic (and, later, XML-RPC username/password).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub name: String,
+    pub password: String,
+}
+
+impl User {
+    /// Parses `NAME:PASSWORD` (the password may contain `:`; the name may
+    /// not, as in RFC 7617 §2).
+    pub fn parse(s: &str) -> Result<User, String> {
+        match s.split_once(':') {
+            Some((n, p)) if !n.is_empty() && !p.is_empty() => Ok(User {
+                name: n.to_string(),
+                password: p.to_string(),
+            }),
+            _ => Err(format!("user must be NAME:PASSWORD, got {s:?}")),
+        }
+    }
+}
+
+/// Everything `bulkwire serve` needs, fixed at start-up.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Data directory: `blobs/`, `tmp/`, `meta.sqlite`, `token.sha256`.
+    pub data: PathBuf,
+    /// Bearer tokens accepted on `/v1`, in clear (hashed in memory).
+    pub tokens: Vec<String>,
+    /// Users accepted with HTTP Basic on `/v1` (and later XML-RPC/SOAP).
+    pub users: Vec<User>,
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data: PathBuf::from("./bulkwire-data"),
+            tokens: Vec::new(),
+            users: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML document; absent keys keep their defaults, unknown keys
+    /// are an error (a typo in a limit's name must not pass silently).
+    pub fn from_toml_str(s: &str) -> Result<Config, String> {
+        let c: Config = toml::from_str(s).map_err(|e| e.to_string())?;
+        c.limits.validate()?;
+        Ok(c)
+    }
+}
+
+/// Every cap the server applies, with finite defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Bytes in one request body.
+    pub body_bytes: u64,
+    /// Bytes in one stored file.
+    pub file_bytes: u64,
+    /// Parts in one multipart body (files and fields).
+    pub parts: usize,
+    /// Text fields (parts without `filename`) in one body.
+    pub fields: usize,
+    /// Bytes of one text field.
+    pub field_bytes: u64,
+    /// Bytes of all text fields of one body together (they are held in
+    /// memory to be returned).
+    pub fields_total_bytes: u64,
+    /// Bytes of one part's header block.
+    pub part_header_bytes: usize,
+    /// Header fields in one part.
+    pub part_headers: usize,
+    /// Bytes before the first multipart delimiter.
+    pub preamble: usize,
+    /// Bytes after the close delimiter.
+    pub epilogue: usize,
+    /// Longest wait for the next piece of a request body (408 after).
+    pub idle_timeout_ms: u64,
+    /// Longest wait for a request's header block.
+    pub header_timeout_ms: u64,
+    /// Uploads in progress at once (503 beyond).
+    pub max_uploads: usize,
+    /// Bytes all uploads in progress may hold in memory together; each
+    /// upload reserves [`Limits::upload_reserve`] of it (503 when short).
+    pub memory_budget: u64,
+    /// The HTTP read buffer's cap, which bounds one body chunk.
+    pub read_buffer: usize,
+    /// Bytes of a rejected body read and discarded so the client sees the
+    /// error response rather than a reset connection.
+    pub drain_bytes: u64,
+    /// Most items one `GET /v1/media` returns.
+    pub list_limit: usize,
+    /// Bytes of an uploaded file's name kept in metadata.
+    pub filename_bytes: usize,
+    /// How long in-flight requests may run on after SIGTERM/SIGINT.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            body_bytes: 8 << 30,
+            file_bytes: 4 << 30,
+            parts: 256,
+            fields: 128,
+            field_bytes: 64 << 10,
+            fields_total_bytes: 256 << 10,
+            part_header_bytes: 16 << 10,
+            part_headers: 32,
+            preamble: 16 << 10,
+            epilogue: 16 << 10,
+            idle_timeout_ms: 30_000,
+            header_timeout_ms: 30_000,
+            max_uploads: 64,
+            memory_budget: 256 << 20,
+            read_buffer: 256 << 10,
+            drain_bytes: 1 << 20,
+            list_limit: 1000,
+            filename_bytes: 1024,
+            shutdown_grace_ms: 30_000,
+        }
+    }
+}
+
+/// Smallest HTTP read buffer hyper accepts.
+const MIN_READ_BUFFER: usize = 8 * 1024;
+
+impl Limits {
+    /// Rejects values the server cannot work with.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.read_buffer < MIN_READ_BUFFER {
+            return Err(format!("limits.read_buffer must be >= {MIN_READ_BUFFER}"));
+        }
+        let zero = [
+            ("max_uploads", self.max_uploads as u64),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("header_timeout_ms", self.header_timeout_ms),
+            ("list_limit", self.list_limit as u64),
+        ];
+        match zero.iter().find(|(_, v)| *v == 0) {
+            Some((n, _)) => Err(format!("limits.{n} must be > 0")),
+            None => Ok(()),
+        }
+    }
+
+    /// The codec's limits for one `multipart/form-data` body.
+    pub fn multipart(&self) -> bulkwire_multipart::Limits {
+        bulkwire_multipart::Limits {
+            parts: self.parts,
+            header_bytes: self.part_header_bytes,
+            headers: self.part_headers,
+            preamble: self.preamble,
+            epilogue: self.epilogue,
+            field_bytes: self.field_bytes,
+            body_bytes: self.body_bytes,
+            ..bulkwire_multipart::Limits::default()
+        }
+    }
+
+    /// Memory one upload may hold at worst, reserved from
+    /// [`Limits::memory_budget`] when it is admitted: one body chunk (the
+    /// read buffer bounds it), its text fields, the parser's header buffer
+    /// and delimiter carry.
+    pub fn upload_reserve(&self) -> u64 {
+        self.read_buffer as u64 + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
+    }
+
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
+
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_overrides_some_keys_and_keeps_defaults() {
+        let c = Config::from_toml_str(
+            "listen = \"127.0.0.1:9000\"\ntokens = [\"t1\"]\n\
+             [[users]]\nname = \"a\"\npassword = \"b\"\n\
+             [limits]\nfile_bytes = 10\n",
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.tokens, ["t1"]);
+        assert_eq!(c.users[0].name, "a");
+        assert_eq!(c.limits.file_bytes, 10);
+        assert_eq!(c.limits.parts, Limits::default().parts);
+    }
+
+    #[test]
+    fn toml_rejects_unknown_limit_and_bad_values() {
+        let e = Config::from_toml_str("[limits]\nfile_byte = 10\n").unwrap_err();
+        assert!(e.contains("file_byte"), "{e}");
+        let e = Config::from_toml_str("[limits]\nmax_uploads = 0\n").unwrap_err();
+        assert!(e.contains("max_uploads"), "{e}");
+    }
+
+    #[test]
+    fn user_parse() {
+        let u = User::parse("bob:pa:ss").unwrap();
+        assert_eq!((u.name.as_str(), u.password.as_str()), ("bob", "pa:ss"));
+        assert!(User::parse("bob").is_err());
+        assert!(User::parse(":x").is_err());
+        assert!(User::parse("x:").is_err());
+    }
+
+    #[test]
+    fn multipart_limits_follow_server_limits() {
+        let l = Limits {
+            parts: 3,
+            field_bytes: 7,
+            ..Limits::default()
+        };
+        let m = l.multipart();
+        assert_eq!((m.parts, m.field_bytes, m.body_bytes), (3, 7, l.body_bytes));
+    }
+}

@@ -1,0 +1,211 @@
+//! The server's one error type and its HTTP mapping (DESIGN.md "Errors").
+//!
+//! Every failure a client can cause or see becomes an [`ApiError`]: a stable
+//! kind (the JSON `error` field), a message, for a limit its name and value,
+//! and the HTTP status — malformed 400, over a limit 413, stalled body 408,
+//! unsupported media type 415, credentials 401, saturated 503 with
+//! `Retry-After`. The body is
+//! `{"error": kind, "message": …, "limit": {"name", "value"} | null}`.
+
+use bulkwire_multipart::{Error as MpError, ErrorKind as MpKind, LimitKind};
+use http::StatusCode;
+use std::fmt;
+
+/// Broad class of an error; decides status and metrics label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kind {
+    Malformed,
+    Truncated,
+    Limit,
+    Unsupported,
+    Unauthorized,
+    Timeout,
+    /// A concurrency or memory cap is reached; retry later.
+    Busy,
+    NotFound,
+    MethodNotAllowed,
+    /// The client went away mid-body; nobody will read the response.
+    Aborted,
+    /// Storage failed (I/O or database error).
+    Storage,
+    /// The disk (or quota) is full.
+    StorageFull,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Malformed => "malformed",
+            Kind::Truncated => "truncated",
+            Kind::Limit => "limit",
+            Kind::Unsupported => "unsupported",
+            Kind::Unauthorized => "unauthorized",
+            Kind::Timeout => "timeout",
+            Kind::Busy => "busy",
+            Kind::NotFound => "not_found",
+            Kind::MethodNotAllowed => "method_not_allowed",
+            Kind::Aborted => "aborted",
+            Kind::Storage => "storage",
+            Kind::StorageFull => "storage_full",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            Kind::Malformed | Kind::Truncated | Kind::Aborted => StatusCode::BAD_REQUEST,
+            Kind::Limit => StatusCode::PAYLOAD_TOO_LARGE,
+            Kind::Unsupported => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Kind::Unauthorized => StatusCode::UNAUTHORIZED,
+            Kind::Timeout => StatusCode::REQUEST_TIMEOUT,
+            Kind::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Kind::NotFound => StatusCode::NOT_FOUND,
+            Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Kind::Storage => StatusCode::INTERNAL_SERVER_ERROR,
+            Kind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
+        }
+    }
+}
+
+/// An error answered to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub kind: Kind,
+    pub message: String,
+    /// For [`Kind::Limit`] and [`Kind::Busy`]: which cap and its value.
+    pub limit: Option<(&'static str, u64)>,
+}
+
+impl ApiError {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        ApiError {
+            kind,
+            message: message.into(),
+            limit: None,
+        }
+    }
+
+    /// Over the limit `name` whose configured value is `value`.
+    pub fn limit(name: &'static str, value: u64) -> Self {
+        ApiError {
+            kind: Kind::Limit,
+            message: format!("limit {name} = {value} exceeded"),
+            limit: Some((name, value)),
+        }
+    }
+
+    /// A cap on concurrent work is reached (503 with `Retry-After`).
+    pub fn busy(name: &'static str, value: u64) -> Self {
+        ApiError {
+            kind: Kind::Busy,
+            message: format!("server busy: {name} = {value} reached, retry later"),
+            limit: Some((name, value)),
+        }
+    }
+
+    pub fn storage(e: impl fmt::Display) -> Self {
+        ApiError::new(Kind::Storage, format!("storage error: {e}"))
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.kind.status()
+    }
+
+    /// Label for the `rejected` metric: the kind, and for a limit its name.
+    pub fn reason(&self) -> String {
+        match self.limit {
+            Some((name, _)) => format!("{}:{name}", self.kind.as_str()),
+            None => self.kind.as_str().to_string(),
+        }
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> serde_json::Value {
+        let limit = self
+            .limit
+            .map(|(name, value)| serde_json::json!({"name": name, "value": value}));
+        serde_json::json!({
+            "error": self.kind.as_str(),
+            "message": self.message,
+            "limit": limit,
+        })
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// The server's name for a codec limit: the codec's own name, except where
+/// the server's [`crate::Limits`] field is called differently.
+fn limit_name(l: LimitKind) -> &'static str {
+    match l {
+        LimitKind::HeaderBytes => "part_header_bytes",
+        LimitKind::Headers => "part_headers",
+        other => other.name(),
+    }
+}
+
+impl From<MpError> for ApiError {
+    fn from(e: MpError) -> Self {
+        if let Some((l, v)) = e.limit_exceeded() {
+            let mut a = ApiError::limit(limit_name(l), v);
+            a.message = format!("{a}: {e}", a = a.message);
+            return a;
+        }
+        let kind = match e.kind() {
+            MpKind::Truncated => Kind::Truncated,
+            MpKind::Unsupported => Kind::Unsupported,
+            _ => Kind::Malformed,
+        };
+        ApiError::new(kind, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bulkwire_multipart::{Limits, Parser};
+
+    #[test]
+    fn json_shape_for_limit_and_plain_errors() {
+        let j = ApiError::limit("file_bytes", 10).to_json();
+        assert_eq!(j["error"], "limit");
+        assert_eq!(j["limit"]["name"], "file_bytes");
+        assert_eq!(j["limit"]["value"], 10);
+        let j = ApiError::new(Kind::Malformed, "x").to_json();
+        assert!(j["limit"].is_null());
+        assert_eq!(j["message"], "x");
+    }
+
+    #[test]
+    fn codec_errors_map_to_statuses_and_server_limit_names() {
+        let e: ApiError = Parser::from_content_type("text/plain", Limits::default())
+            .unwrap_err()
+            .into();
+        assert_eq!(e.status(), 415);
+        let mut p = Parser::from_content_type(
+            "multipart/form-data; boundary=b",
+            Limits {
+                header_bytes: 8,
+                ..Limits::default()
+            },
+        )
+        .unwrap();
+        let body = b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nx\r\n--b--";
+        let mut off = 0;
+        let e: ApiError = loop {
+            match p.step(&body[off..], true) {
+                Err(e) => break e.into(),
+                Ok(s) if s.consumed == 0 => panic!("no error"),
+                Ok(s) => off += s.consumed,
+            }
+        };
+        assert_eq!(e.status(), 413);
+        assert_eq!(e.limit, Some(("part_header_bytes", 8)));
+    }
+}

@@ -1,0 +1,231 @@
+//! `POST /v1/media` with `multipart/form-data` (RFC 7578): each file part
+//! streams into storage as it arrives; text fields are returned.
+//!
+//! Each body chunk is run through the sans-IO parser to `NeedMore`; data
+//! events become zero-copy `Bytes` slices of the chunk (or a small copy when
+//! they come from the parser's delimiter carry), queued on the current
+//! [`FileSink`] and written before the next chunk is read. A part with a
+//! `filename` parameter is a file (RFC 7578 §4.2); one with an empty
+//! filename and no data is what browsers send for an empty file input, and
+//! is skipped.
+
+use super::finish_upload;
+use crate::error::{ApiError, Kind};
+use crate::response::{self, Response};
+use crate::state::AppState;
+use crate::upload::{admit, check_declared_length, BodyReader, FileSink, Ingest};
+use bulkwire_multipart::{ContentType, Event, Parser, PartInfo, Subtype};
+use bytes::Bytes;
+use http::{HeaderMap, Request};
+use hyper::body::Incoming;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+const FORMAT: &str = "multipart";
+
+/// Handles the request; never fails (errors become responses).
+pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
+    let (parts, body) = req.into_parts();
+    let mut reader = BodyReader::new(state, body, &parts.headers);
+    let result = run(state, &parts.headers, &mut reader).await;
+    finish_upload(state, FORMAT, &mut reader, result).await
+}
+
+/// What the part being read goes to.
+enum Current {
+    None,
+    File {
+        sink: Box<FileSink>,
+        empty_name: bool,
+    },
+    Field {
+        name: String,
+        value: Vec<u8>,
+    },
+}
+
+/// A parser event made owned, so the parser's borrow ends before awaiting.
+enum Action {
+    Start(PartInfo),
+    Data(Bytes),
+    End,
+}
+
+fn form_boundary(headers: &HeaderMap) -> Result<String, ApiError> {
+    let unsupported = || {
+        ApiError::new(
+            Kind::Unsupported,
+            "Content-Type must be multipart/form-data",
+        )
+    };
+    let ct = headers
+        .get(http::header::CONTENT_TYPE)
+        .ok_or_else(unsupported)?;
+    let ct = ct.to_str().map_err(|_| unsupported())?;
+    let ct = ContentType::parse(ct)?;
+    if ct.subtype != Subtype::FormData {
+        return Err(unsupported());
+    }
+    Ok(ct.boundary)
+}
+
+async fn run(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    reader: &mut BodyReader,
+) -> Result<Response, ApiError> {
+    let limits = &state.config.limits;
+    let boundary = form_boundary(headers)?;
+    check_declared_length(headers, "body_bytes", limits.body_bytes)?;
+    let _admission = admit(state)?;
+    let mut parser = Parser::new(boundary.as_bytes(), Subtype::FormData, limits.multipart())?;
+    let mut ingest = Ingest::new(state);
+    let mut cur = Current::None;
+    let mut capacity = parser.buffer_capacity();
+    loop {
+        let chunk = reader.next().await?;
+        let last = chunk.is_none();
+        let input = chunk.unwrap_or_default();
+        feed(&mut parser, &input, last, &mut ingest, &mut cur).await?;
+        if let Current::File { sink, .. } = &mut cur {
+            sink.flush().await?;
+        }
+        if parser.buffer_capacity() > capacity {
+            capacity = parser.buffer_capacity();
+            state.metrics.buffer_growth.fetch_add(1, Relaxed);
+        }
+        if last {
+            break;
+        }
+    }
+    state.metrics.parser_peak(parser.peak_buffered_bytes());
+    let (records, fields) = ingest.commit().await?;
+    Ok(response::created(&records, fields))
+}
+
+/// Runs one chunk through the parser, acting on each event.
+async fn feed(
+    parser: &mut Parser,
+    input: &Bytes,
+    last: bool,
+    ingest: &mut Ingest,
+    cur: &mut Current,
+) -> Result<(), ApiError> {
+    let mut off = 0;
+    loop {
+        let action = {
+            let step = parser.step(&input[off..], last)?;
+            off += step.consumed;
+            match step.event {
+                Event::PartStart(p) => Action::Start(PartInfo::from(&p)),
+                Event::Data(d) => Action::Data(share(input, d)),
+                Event::PartEnd => Action::End,
+                Event::End => continue,
+                Event::NeedMore => return Ok(()),
+            }
+        };
+        match action {
+            Action::Start(info) => *cur = start_part(ingest, info).await?,
+            Action::Data(b) => data(ingest, cur, b)?,
+            Action::End => end_part(ingest, std::mem::replace(cur, Current::None)).await?,
+        }
+    }
+}
+
+/// `d` as `Bytes` without a copy when it lies in `input`.
+fn share(input: &Bytes, d: &[u8]) -> Bytes {
+    let r = input.as_ptr_range();
+    let inside = r.start <= d.as_ptr() && d.as_ptr_range().end <= r.end;
+    if inside && !d.is_empty() {
+        input.slice_ref(d)
+    } else {
+        Bytes::copy_from_slice(d)
+    }
+}
+
+async fn start_part(ingest: &mut Ingest, info: PartInfo) -> Result<Current, ApiError> {
+    match info.filename {
+        Some(filename) => {
+            let empty_name = filename.is_empty();
+            let sink = ingest
+                .begin_file(info.name, Some(filename), info.content_type.as_deref())
+                .await?;
+            Ok(Current::File {
+                sink: Box::new(sink),
+                empty_name,
+            })
+        }
+        None => Ok(Current::Field {
+            name: info.name.unwrap_or_default(),
+            value: Vec::new(),
+        }),
+    }
+}
+
+fn data(ingest: &mut Ingest, cur: &mut Current, b: Bytes) -> Result<(), ApiError> {
+    match cur {
+        Current::File { sink, .. } => sink.push(b),
+        Current::Field { value, .. } => {
+            ingest.check_field_bytes(b.len())?;
+            value.extend_from_slice(&b);
+            Ok(())
+        }
+        Current::None => Err(ApiError::new(Kind::Malformed, "data outside a part")),
+    }
+}
+
+async fn end_part(ingest: &mut Ingest, cur: Current) -> Result<(), ApiError> {
+    match cur {
+        // Dropping the sink removes its temp file.
+        Current::File {
+            sink,
+            empty_name: true,
+        } if sink.size() == 0 => Ok(()),
+        Current::File { sink, .. } => ingest.finish_file(*sink).await,
+        Current::Field { name, value } => ingest.add_field(name, value),
+        Current::None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_slices_inside_and_copies_outside() {
+        let input = Bytes::from_static(b"hello world");
+        let s = share(&input, &input[6..]);
+        assert_eq!(s, "world");
+        assert_eq!(s.as_ptr(), input[6..].as_ptr());
+        let other = b"carry".to_vec();
+        let c = share(&input, &other);
+        assert_eq!(c, "carry");
+        assert_ne!(c.as_ptr(), other.as_ptr());
+    }
+
+    #[test]
+    fn only_form_data_is_accepted() {
+        let mut h = HeaderMap::new();
+        assert_eq!(form_boundary(&h).unwrap_err().status(), 415);
+        h.insert(
+            http::header::CONTENT_TYPE,
+            "application/json".parse().unwrap(),
+        );
+        assert_eq!(form_boundary(&h).unwrap_err().status(), 415);
+        h.insert(
+            http::header::CONTENT_TYPE,
+            "multipart/related; boundary=x".parse().unwrap(),
+        );
+        assert_eq!(form_boundary(&h).unwrap_err().status(), 415);
+        h.insert(
+            http::header::CONTENT_TYPE,
+            "multipart/form-data".parse().unwrap(),
+        );
+        assert_eq!(form_boundary(&h).unwrap_err().status(), 400);
+        h.insert(
+            http::header::CONTENT_TYPE,
+            "multipart/form-data; boundary=x".parse().unwrap(),
+        );
+        assert_eq!(form_boundary(&h).unwrap(), "x");
+    }
+}

@@ -1,0 +1,398 @@
+//! Reading and deleting stored media: `GET|HEAD /v1/media/{id}` (RFC 9110
+//! §14 ranges, §13.1.2 `If-None-Match`, §8.8.3 `ETag`), `GET /v1/media`
+//! (cursor pagination), `DELETE /v1/media/{id}`.
+//!
+//! Downloads take the size from the metadata row and open the blob by id:
+//! no `stat`, no directory search. The stored content type is sent with
+//! `X-Content-Type-Options: nosniff`, and active types (HTML, XML and
+//! `+xml` such as SVG, JavaScript) are sent as attachments, so an upload
+//! cannot run script in the server's origin.
+
+use crate::error::{ApiError, Kind};
+use crate::response::{self, empty, Response};
+use crate::state::AppState;
+use crate::store::{is_id, BlobStream, MediaRecord};
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, StatusCode};
+use http_body::Frame;
+use http_body_util::BodyExt;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+async fn find(state: &AppState, id: &str) -> Result<MediaRecord, ApiError> {
+    let not_found = || ApiError::new(Kind::NotFound, "no such media");
+    if !is_id(id) {
+        return Err(not_found());
+    }
+    state
+        .meta
+        .get(id)
+        .await
+        .map_err(ApiError::storage)?
+        .ok_or_else(not_found)
+}
+
+/// `GET` or `HEAD` one blob.
+pub async fn download(
+    state: &Arc<AppState>,
+    method: &Method,
+    id: &str,
+    h: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let m = find(state, id).await?;
+    let etag = format!("\"{}\"", m.sha256);
+    if none_match(h, &etag) {
+        let mut r = Response::new(empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r.headers_mut().insert(header::ETAG, hv(&etag));
+        return Ok(r);
+    }
+    let range = match range_header(h, &etag) {
+        Some(v) => parse_range(v, m.size),
+        None => RangeReq::Full,
+    };
+    let (status, start, len) = match range {
+        RangeReq::Full => (StatusCode::OK, 0, m.size),
+        RangeReq::Part(a, b) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
+        RangeReq::Unsatisfiable => return Ok(unsatisfiable(m.size)),
+    };
+    let body = if method == Method::HEAD || len == 0 {
+        empty()
+    } else {
+        let s = state
+            .blobs
+            .open(&m.id, start, len)
+            .await
+            .map_err(ApiError::storage)?;
+        CountingBody {
+            stream: s,
+            state: state.clone(),
+        }
+        .boxed_unsync()
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    let hs = r.headers_mut();
+    hs.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    hs.insert(header::ETAG, hv(&etag));
+    hs.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    hs.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    let ct = HeaderValue::from_str(&m.content_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    hs.insert(header::CONTENT_TYPE, ct);
+    hs.insert(header::CONTENT_DISPOSITION, hv(&disposition(&m)));
+    if status == StatusCode::PARTIAL_CONTENT {
+        let cr = format!("bytes {}-{}/{}", start, start + len - 1, m.size);
+        hs.insert(header::CONTENT_RANGE, hv(&cr));
+    }
+    Ok(r)
+}
+
+/// A value we formatted ourselves from visible ASCII.
+fn hv(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).unwrap_or(HeaderValue::from_static(""))
+}
+
+fn unsatisfiable(size: u64) -> Response {
+    let e = ApiError::new(Kind::Malformed, "range not satisfiable");
+    let mut r = response::json(StatusCode::RANGE_NOT_SATISFIABLE, &e.to_json());
+    r.headers_mut()
+        .insert(header::CONTENT_RANGE, hv(&format!("bytes */{size}")));
+    r
+}
+
+/// `If-None-Match` lists our tag (weak comparison, §8.8.3.2) or is `*`.
+fn none_match(h: &HeaderMap, etag: &str) -> bool {
+    h.get_all(header::IF_NONE_MATCH).iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',')
+                .map(str::trim)
+                .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
+        })
+    })
+}
+
+/// The `Range` value to honour: ignored when `If-Range` names another
+/// version (§13.1.5).
+fn range_header<'a>(h: &'a HeaderMap, etag: &str) -> Option<&'a str> {
+    if let Some(ir) = h.get(header::IF_RANGE) {
+        if ir.to_str().map(str::trim).ok() != Some(etag) {
+            return None;
+        }
+    }
+    h.get(header::RANGE)?.to_str().ok()
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum RangeReq {
+    Full,
+    /// Inclusive first and last byte.
+    Part(u64, u64),
+    Unsatisfiable,
+}
+
+/// One `bytes=` range (§14.1.2). Several ranges, another unit or bad syntax
+/// are answered with the whole representation, as §14.2 allows.
+fn parse_range(v: &str, size: u64) -> RangeReq {
+    let Some((unit, spec)) = v.trim().split_once('=') else {
+        return RangeReq::Full;
+    };
+    if !unit.trim().eq_ignore_ascii_case("bytes") || spec.contains(',') {
+        return RangeReq::Full;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return RangeReq::Full;
+    };
+    let num = |s: &str| -> Option<u64> {
+        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())).then(|| s.parse().ok())?
+    };
+    match (a.trim(), b.trim()) {
+        ("", suffix) => match num(suffix) {
+            Some(0) => RangeReq::Unsatisfiable,
+            Some(n) if size > 0 => RangeReq::Part(size.saturating_sub(n), size - 1),
+            Some(_) => RangeReq::Unsatisfiable,
+            None => RangeReq::Full,
+        },
+        (first, last) => {
+            let Some(first) = num(first) else {
+                return RangeReq::Full;
+            };
+            let last = if last.is_empty() {
+                Some(u64::MAX)
+            } else {
+                num(last)
+            };
+            match last {
+                None => RangeReq::Full,
+                Some(l) if l < first => RangeReq::Full,
+                Some(_) if first >= size => RangeReq::Unsatisfiable,
+                Some(l) => RangeReq::Part(first, l.min(size - 1)),
+            }
+        }
+    }
+}
+
+/// Media types a browser would render actively: HTML, XML (incl. every
+/// `+xml` type such as SVG and XHTML), JavaScript. Compared on the essence,
+/// case-insensitively (RFC 9110 §8.3.1); an unparsable type counts as active.
+pub fn is_active_type(ct: &str) -> bool {
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let Some((top, sub)) = essence.split_once('/') else {
+        return true;
+    };
+    sub.ends_with("+xml")
+        || sub == "xml"
+        || sub == "html"
+        || sub == "xhtml"
+        || sub.contains("javascript")
+        || sub.contains("ecmascript")
+        || (top == "text" && (sub == "xsl" || sub == "jscript" || sub == "vbscript"))
+}
+
+/// `Content-Disposition` (RFC 6266): `attachment` for active types, else
+/// `inline`; the filename as an ASCII fallback plus RFC 8187 `filename*`.
+fn disposition(m: &MediaRecord) -> String {
+    let kind = if is_active_type(&m.content_type) {
+        "attachment"
+    } else {
+        "inline"
+    };
+    let Some(name) = &m.filename else {
+        return kind.to_string();
+    };
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if (c.is_ascii_graphic() && c != '"' && c != '\\') || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut enc = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            enc.push(b as char);
+        } else {
+            enc.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("{kind}; filename=\"{ascii}\"; filename*=UTF-8''{enc}")
+}
+
+/// A blob stream as a response body, counting bytes sent.
+struct CountingBody {
+    stream: BlobStream,
+    state: Arc<AppState>,
+}
+
+impl http_body::Body for CountingBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.stream.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                self.state
+                    .metrics
+                    .bytes_sent
+                    .fetch_add(b.len() as u64, Relaxed);
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// `GET /v1/media?limit=N&after=CURSOR`: rows in upload order; `next` is
+/// the cursor for the following page, `null` on the last.
+pub async fn list(state: &Arc<AppState>, query: Option<&str>) -> Result<Response, ApiError> {
+    let max = state.config.limits.list_limit;
+    let (mut limit, mut after) = (max.min(100), 0i64);
+    for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let bad = || ApiError::new(Kind::Malformed, format!("bad query parameter {k:?}"));
+        match k {
+            "limit" => {
+                limit = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(bad)?
+                    .min(max)
+            }
+            "after" => after = v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(bad)?,
+            _ => return Err(bad()),
+        }
+    }
+    let rows = state
+        .meta
+        .list(after, limit)
+        .await
+        .map_err(ApiError::storage)?;
+    let next = (rows.len() == limit)
+        .then(|| rows.last().map(|r| r.seq.to_string()))
+        .flatten();
+    let media: Vec<_> = rows.iter().map(response::media_json).collect();
+    Ok(response::json(
+        StatusCode::OK,
+        &serde_json::json!({"media": media, "next": next}),
+    ))
+}
+
+/// `DELETE /v1/media/{id}`: the row first, then the blob; a crash between
+/// leaves an orphan blob, removed at the next start.
+pub async fn delete(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
+    let m = find(state, id).await?;
+    if !state.meta.delete(&m.id).await.map_err(ApiError::storage)? {
+        return Err(ApiError::new(Kind::NotFound, "no such media"));
+    }
+    if let Err(e) = state.blobs.delete(&m.id).await {
+        tracing::warn!(id = %m.id, error = %e, "blob not removed; it will be swept at the next start");
+    }
+    let mut r = Response::new(empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        use RangeReq::*;
+        assert_eq!(parse_range("bytes=0-9", 100), Part(0, 9));
+        assert_eq!(parse_range("bytes=90-", 100), Part(90, 99));
+        assert_eq!(parse_range("bytes=90-500", 100), Part(90, 99));
+        assert_eq!(parse_range("bytes=-10", 100), Part(90, 99));
+        assert_eq!(parse_range("bytes=-500", 100), Part(0, 99));
+        assert_eq!(parse_range("BYTES = 5-5", 100), Part(5, 5));
+        assert_eq!(parse_range("bytes=100-", 100), Unsatisfiable);
+        assert_eq!(parse_range("bytes=-0", 100), Unsatisfiable);
+        assert_eq!(parse_range("bytes=0-", 0), Unsatisfiable);
+        assert_eq!(parse_range("bytes=0-1,5-6", 100), Full);
+        assert_eq!(parse_range("bytes=5-1", 100), Full);
+        assert_eq!(parse_range("items=0-1", 100), Full);
+        assert_eq!(parse_range("bytes=x-1", 100), Full);
+        assert_eq!(parse_range("bytes=+1-2", 100), Full);
+    }
+
+    #[test]
+    fn active_types() {
+        for t in [
+            "text/html",
+            "TEXT/HTML; charset=utf-8",
+            "image/svg+xml",
+            "Image/SVG+XML",
+            "application/xhtml+xml",
+            "application/xml",
+            "text/xml",
+            "application/javascript",
+            "text/javascript",
+            "application/x-javascript",
+            "application/ecmascript",
+            "garbage",
+        ] {
+            assert!(is_active_type(t), "{t}");
+        }
+        for t in [
+            "image/png",
+            "application/octet-stream",
+            "text/plain",
+            "application/json",
+        ] {
+            assert!(!is_active_type(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn disposition_escapes_filename() {
+        let mut m = MediaRecord {
+            seq: 1,
+            id: "x".into(),
+            field: None,
+            filename: Some("a \"b\"é.svg".into()),
+            content_type: "image/svg+xml".into(),
+            size: 0,
+            sha256: String::new(),
+            created: 0,
+        };
+        assert_eq!(
+            disposition(&m),
+            "attachment; filename=\"a _b__.svg\"; filename*=UTF-8''a%20%22b%22%C3%A9.svg"
+        );
+        m.content_type = "image/png".into();
+        m.filename = None;
+        assert_eq!(disposition(&m), "inline");
+    }
+
+    #[test]
+    fn if_none_match() {
+        let mut h = HeaderMap::new();
+        assert!(!none_match(&h, "\"a\""));
+        h.insert(header::IF_NONE_MATCH, "\"b\", W/\"a\"".parse().unwrap());
+        assert!(none_match(&h, "\"a\""));
+        h.insert(header::IF_NONE_MATCH, "\"b\"".parse().unwrap());
+        assert!(!none_match(&h, "\"a\""));
+        h.insert(header::IF_NONE_MATCH, "*".parse().unwrap());
+        assert!(none_match(&h, "\"a\""));
+    }
+}

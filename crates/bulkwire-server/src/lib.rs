@@ -1,0 +1,34 @@
+//! The bulkwire upload/media server: `bulkwire serve`.
+//!
+//! - `POST /v1/media` (`multipart/form-data`, RFC 7578) and
+//!   `PUT /v1/media/{name}` stream each file into storage as it arrives,
+//!   through the sans-IO [`bulkwire_multipart::Parser`], with backpressure
+//!   and memory per upload that does not grow with the payload.
+//! - `GET|HEAD /v1/media/{id}` with single ranges, `ETag`/`If-None-Match`,
+//!   `nosniff` and attachment disposition for active types;
+//!   `GET /v1/media` (cursor pages), `DELETE /v1/media/{id}`,
+//!   `GET /metrics`, `GET /healthz`.
+//! - Storage behind [`store::BlobStore`] and [`store::MetaStore`]; the
+//!   embedded default is files plus SQLite under the data directory. An
+//!   upload is atomic; crash leftovers are swept at start.
+//! - Every cap is in [`Limits`]; errors are JSON naming the limit.
+//!
+//! New upload formats (XML-RPC, SOAP/MTOM) plug into [`upload::Ingest`].
+#![forbid(unsafe_code)]
+
+pub mod auth;
+mod config;
+mod error;
+pub mod handlers;
+pub mod metrics;
+pub mod response;
+mod server;
+mod state;
+pub mod store;
+pub mod upload;
+
+pub use auth::Auth;
+pub use config::{Config, Limits, User};
+pub use error::{ApiError, Kind};
+pub use server::{shutdown_signal, RunningServer, Server, META_FILE};
+pub use state::AppState;

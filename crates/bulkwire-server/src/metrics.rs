@@ -1,0 +1,261 @@
+//! A small Prometheus registry on atomics (text exposition format 0.0.4).
+//!
+//! Counters in the spirit of a database driver's client statistics
+//! (DESIGN.md "Observability"): bytes in and out, uploads by format and
+//! outcome, rejections by reason, parser buffer growth and peak, active
+//! uploads, request latency, process memory. Hot-path updates are single
+//! relaxed atomic operations; only rejections take a lock (their label set
+//! is open-ended and they are rare).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upload formats; XML-RPC and SOAP handlers will report under theirs.
+pub const FORMATS: [&str; 4] = ["multipart", "raw", "xmlrpc", "soap"];
+
+/// How an upload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// Refused for the client's fault or a cap (4xx, 503).
+    Rejected,
+    /// The client went away.
+    Aborted,
+    /// Storage failed (5xx).
+    Failed,
+}
+
+const OUTCOMES: [&str; 4] = ["ok", "rejected", "aborted", "failed"];
+
+/// Request duration histogram bounds, seconds.
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0, 120.0,
+];
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub bytes_received: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    uploads: [[AtomicU64; 4]; 4],
+    pub files_stored: AtomicU64,
+    rejected: Mutex<BTreeMap<String, u64>>,
+    pub buffer_growth: AtomicU64,
+    pub peak_parser_buffer: AtomicU64,
+    pub active_uploads: AtomicI64,
+    duration_buckets: [AtomicU64; BUCKETS.len()],
+    duration_count: AtomicU64,
+    duration_sum_us: AtomicU64,
+}
+
+impl Metrics {
+    pub fn upload_done(&self, format: &str, outcome: Outcome) {
+        let f = FORMATS.iter().position(|x| *x == format).unwrap_or(0);
+        self.uploads[f][outcome as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Counts a refused request under `reason`.
+    pub fn rejected(&self, reason: String) {
+        let mut m = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry(reason).or_default() += 1;
+    }
+
+    pub fn observe_request(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|b| s <= *b) {
+            self.duration_buckets[i].fetch_add(1, Relaxed);
+        }
+        self.duration_count.fetch_add(1, Relaxed);
+        self.duration_sum_us
+            .fetch_add(d.as_micros() as u64, Relaxed);
+    }
+
+    pub fn parser_peak(&self, bytes: usize) {
+        self.peak_parser_buffer.fetch_max(bytes as u64, Relaxed);
+    }
+
+    /// Uploads counted for (format, outcome); for tests and the CLI.
+    pub fn uploads(&self, format: &str, outcome: Outcome) -> u64 {
+        let f = FORMATS.iter().position(|x| *x == format).unwrap_or(0);
+        self.uploads[f][outcome as usize].load(Relaxed)
+    }
+
+    /// The exposition text.
+    pub fn render(&self) -> String {
+        let mut o = String::with_capacity(4096);
+        counter(
+            &mut o,
+            "bulkwire_received_bytes_total",
+            "Request body bytes received.",
+            self.bytes_received.load(Relaxed),
+        );
+        counter(
+            &mut o,
+            "bulkwire_sent_bytes_total",
+            "Blob bytes sent in responses.",
+            self.bytes_sent.load(Relaxed),
+        );
+        counter(
+            &mut o,
+            "bulkwire_files_stored_total",
+            "Files committed to storage.",
+            self.files_stored.load(Relaxed),
+        );
+        self.render_uploads(&mut o);
+        self.render_rejected(&mut o);
+        counter(
+            &mut o,
+            "bulkwire_parser_buffer_growth_total",
+            "Times a parser's own buffer had to grow.",
+            self.buffer_growth.load(Relaxed),
+        );
+        gauge(
+            &mut o,
+            "bulkwire_parser_buffer_peak_bytes",
+            "Most bytes one parser held at once.",
+            self.peak_parser_buffer.load(Relaxed) as i64,
+        );
+        gauge(
+            &mut o,
+            "bulkwire_active_uploads",
+            "Uploads in progress.",
+            self.active_uploads.load(Relaxed),
+        );
+        self.render_durations(&mut o);
+        render_memory(&mut o);
+        o
+    }
+
+    fn render_uploads(&self, o: &mut String) {
+        header(
+            o,
+            "bulkwire_uploads_total",
+            "counter",
+            "Uploads by format and outcome.",
+        );
+        for (f, row) in FORMATS.iter().zip(&self.uploads) {
+            for (out, v) in OUTCOMES.iter().zip(row) {
+                let _ = writeln!(
+                    o,
+                    "bulkwire_uploads_total{{format=\"{f}\",outcome=\"{out}\"}} {}",
+                    v.load(Relaxed)
+                );
+            }
+        }
+    }
+
+    fn render_rejected(&self, o: &mut String) {
+        header(
+            o,
+            "bulkwire_rejected_total",
+            "counter",
+            "Requests refused, by reason.",
+        );
+        let m = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+        for (reason, v) in m.iter() {
+            let _ = writeln!(
+                o,
+                "bulkwire_rejected_total{{reason=\"{}\"}} {v}",
+                escape(reason)
+            );
+        }
+    }
+
+    fn render_durations(&self, o: &mut String) {
+        let name = "bulkwire_request_duration_seconds";
+        header(
+            o,
+            name,
+            "histogram",
+            "Request duration, head to last body byte.",
+        );
+        let mut cum = 0;
+        for (b, v) in BUCKETS.iter().zip(&self.duration_buckets) {
+            cum += v.load(Relaxed);
+            let _ = writeln!(o, "{name}_bucket{{le=\"{b}\"}} {cum}");
+        }
+        let count = self.duration_count.load(Relaxed);
+        let _ = writeln!(o, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.duration_sum_us.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(o, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+fn header(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn counter(o: &mut String, name: &str, help: &str, v: u64) {
+    header(o, name, "counter", help);
+    let _ = writeln!(o, "{name} {v}");
+}
+
+fn gauge(o: &mut String, name: &str, help: &str, v: i64) {
+    header(o, name, "gauge", help);
+    let _ = writeln!(o, "{name} {v}");
+}
+
+/// Label value escaping of the exposition format.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Resident and peak resident memory from `/proc/self/status` (kB values,
+/// so no page-size guess); absent off Linux.
+fn render_memory(o: &mut String) {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
+        return;
+    };
+    let kb = |key: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+    };
+    if let Some(v) = kb("VmRSS:") {
+        gauge(
+            o,
+            "bulkwire_process_resident_memory_bytes",
+            "Resident set size.",
+            v * 1024,
+        );
+    }
+    if let Some(v) = kb("VmHWM:") {
+        gauge(
+            o,
+            "bulkwire_process_peak_resident_memory_bytes",
+            "Peak resident set size.",
+            v * 1024,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_has_counters_histogram_and_memory() {
+        let m = Metrics::default();
+        m.bytes_received.fetch_add(10, Relaxed);
+        m.upload_done("raw", Outcome::Ok);
+        m.rejected("limit:file_bytes".into());
+        m.observe_request(Duration::from_millis(3));
+        m.observe_request(Duration::from_secs(500));
+        m.parser_peak(70);
+        m.parser_peak(20);
+        let t = m.render();
+        assert!(t.contains("bulkwire_received_bytes_total 10\n"), "{t}");
+        assert!(t.contains("bulkwire_uploads_total{format=\"raw\",outcome=\"ok\"} 1\n"));
+        assert!(t.contains("bulkwire_rejected_total{reason=\"limit:file_bytes\"} 1\n"));
+        assert!(t.contains("bulkwire_request_duration_seconds_bucket{le=\"0.005\"} 1\n"));
+        assert!(t.contains("bulkwire_request_duration_seconds_bucket{le=\"+Inf\"} 2\n"));
+        assert!(t.contains("bulkwire_parser_buffer_peak_bytes 70\n"));
+        if cfg!(target_os = "linux") {
+            assert!(t.contains("bulkwire_process_resident_memory_bytes "));
+        }
+    }
+}

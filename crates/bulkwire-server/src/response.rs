@@ -1,0 +1,85 @@
+//! Response bodies and small constructors shared by the handlers.
+
+use crate::error::{ApiError, Kind};
+use crate::store::MediaRecord;
+use bytes::Bytes;
+use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::StatusCode;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use std::io;
+
+/// Every response body: in-memory JSON/text or a blob streamed from storage.
+pub type Body = UnsyncBoxBody<Bytes, io::Error>;
+pub type Response = http::Response<Body>;
+
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).map_err(|e| match e {}).boxed_unsync()
+}
+
+pub fn empty() -> Body {
+    Empty::new().map_err(|e| match e {}).boxed_unsync()
+}
+
+pub fn json(status: StatusCode, v: &serde_json::Value) -> Response {
+    let mut r = Response::new(full(v.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+pub fn text(status: StatusCode, content_type: &'static str, body: String) -> Response {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// The JSON error response; `close` when the request body was not read to
+/// its end (the connection cannot be reused).
+pub fn error(e: &ApiError, close: bool) -> Response {
+    let mut r = json(e.status(), &e.to_json());
+    let h = r.headers_mut();
+    match e.kind {
+        Kind::Busy => {
+            h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        Kind::Unauthorized => {
+            h.insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"bulkwire\", Basic realm=\"bulkwire\""),
+            );
+        }
+        _ => {}
+    }
+    if close {
+        h.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
+}
+
+/// The public view of a row.
+pub fn media_json(m: &MediaRecord) -> serde_json::Value {
+    serde_json::json!({
+        "id": m.id,
+        "field": m.field,
+        "filename": m.filename,
+        "content_type": m.content_type,
+        "size": m.size,
+        "sha256": m.sha256,
+        "url": format!("/v1/media/{}", m.id),
+    })
+}
+
+/// `201 Created` for a finished upload.
+pub fn created(records: &[MediaRecord], fields: Vec<(String, String)>) -> Response {
+    let media: Vec<_> = records.iter().map(media_json).collect();
+    let fields: serde_json::Map<String, serde_json::Value> =
+        fields.into_iter().map(|(k, v)| (k, v.into())).collect();
+    json(
+        StatusCode::CREATED,
+        &serde_json::json!({"media": media, "fields": fields}),
+    )
+}

@@ -1,0 +1,47 @@
+//! What every request shares, built once at start-up.
+
+use crate::auth::Auth;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::store::{BlobStore, MetaStore};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// Shared server state.
+pub struct AppState {
+    pub config: Config,
+    pub auth: Auth,
+    pub blobs: Arc<dyn BlobStore>,
+    pub meta: Arc<dyn MetaStore>,
+    pub metrics: Metrics,
+    /// One permit per upload slot.
+    pub(crate) uploads: Arc<Semaphore>,
+    /// The memory budget in KiB permits (a `Semaphore` counts in `u32`
+    /// per acquisition, so bytes would cap a reservation at 4 GiB).
+    pub(crate) memory: Arc<Semaphore>,
+    /// KiB one upload reserves.
+    pub(crate) reserve_permits: u32,
+}
+
+impl AppState {
+    pub fn new(
+        config: Config,
+        auth: Auth,
+        blobs: Arc<dyn BlobStore>,
+        meta: Arc<dyn MetaStore>,
+    ) -> AppState {
+        let l = &config.limits;
+        let budget = (l.memory_budget / 1024).min(Semaphore::MAX_PERMITS as u64) as usize;
+        let reserve = l.upload_reserve().div_ceil(1024).min(u32::MAX as u64) as u32;
+        AppState {
+            uploads: Arc::new(Semaphore::new(l.max_uploads)),
+            memory: Arc::new(Semaphore::new(budget)),
+            reserve_permits: reserve,
+            metrics: Metrics::default(),
+            config,
+            auth,
+            blobs,
+            meta,
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Blobs as files: `data/tmp/{id}` while written, `data/blobs/{id}` once
+//! committed.
+//!
+//! Commit is `fsync(file)`, `rename(tmp, blobs)`, `fsync(blobs/)`, the
+//! usual recipe for a file that is either absent or complete after a crash
+//! (the directory fsync makes the rename itself durable). Writes run on
+//! tokio's blocking pool with the caller's `Bytes` moved in, so chunks are
+//! not copied on their way to the kernel.
+
+use super::{BlobStore, BlobStream, BlobWriter, BoxFut};
+use bytes::Bytes;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+/// Chunk size for reading blobs back.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// File-system blob store rooted at a data directory.
+#[derive(Debug, Clone)]
+pub struct FsBlobStore {
+    tmp: PathBuf,
+    blobs: PathBuf,
+}
+
+impl FsBlobStore {
+    /// Creates `tmp/` and `blobs/` under `data` if missing.
+    pub fn open(data: &Path) -> io::Result<FsBlobStore> {
+        let s = FsBlobStore {
+            tmp: data.join("tmp"),
+            blobs: data.join("blobs"),
+        };
+        fs::create_dir_all(&s.tmp)?;
+        fs::create_dir_all(&s.blobs)?;
+        Ok(s)
+    }
+
+    pub fn tmp_dir(&self) -> &Path {
+        &self.tmp
+    }
+
+    pub fn blob_dir(&self) -> &Path {
+        &self.blobs
+    }
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| io::Error::other(format!("blocking task failed: {e}")))?
+}
+
+impl BlobStore for FsBlobStore {
+    fn begin<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
+        let tmp = self.tmp.join(id);
+        let fin = self.blobs.join(id);
+        let dir = self.blobs.clone();
+        Box::pin(async move {
+            let path = tmp.clone();
+            // create_new: ids are random, a clash means something is wrong.
+            let file =
+                blocking(move || OpenOptions::new().write(true).create_new(true).open(&path))
+                    .await?;
+            Ok(Box::new(FsWriter {
+                file: Some(file),
+                tmp,
+                fin,
+                dir,
+                committed: false,
+            }) as Box<dyn BlobWriter>)
+        })
+    }
+
+    fn open<'a>(
+        &'a self,
+        id: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, io::Result<BlobStream>> {
+        let path = self.blobs.join(id);
+        Box::pin(async move {
+            let mut f = tokio::fs::File::open(path).await?;
+            if offset > 0 {
+                f.seek(io::SeekFrom::Start(offset)).await?;
+            }
+            let cap = READ_CHUNK.min(len.max(1) as usize);
+            let s = tokio_util::io::ReaderStream::with_capacity(f.take(len), cap);
+            Ok(Box::pin(s) as BlobStream)
+        })
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<()>> {
+        let path = self.blobs.join(id);
+        Box::pin(async move { blocking(move || remove_if_exists(&path)).await })
+    }
+
+    fn discard(&self, id: &str) {
+        let _ = remove_if_exists(&self.blobs.join(id));
+    }
+
+    fn sweep<'a>(
+        &'a self,
+        keep: &'a (dyn Fn(&str) -> bool + Send + Sync),
+    ) -> BoxFut<'a, io::Result<(usize, usize)>> {
+        Box::pin(async move {
+            // Start-up only, before the listener accepts: plain blocking
+            // calls are fine here and `keep` need not be 'static.
+            let temps = remove_all(&self.tmp, &|_| false)?;
+            let orphans = remove_all(&self.blobs, keep)?;
+            Ok((temps, orphans))
+        })
+    }
+}
+
+fn remove_if_exists(p: &Path) -> io::Result<()> {
+    match fs::remove_file(p) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Removes the entries of `dir` that `keep` rejects; returns how many.
+fn remove_all(dir: &Path, keep: &dyn Fn(&str) -> bool) -> io::Result<usize> {
+    let mut n = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if keep(&name.to_string_lossy()) {
+            continue;
+        }
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            fs::remove_dir_all(&path)?;
+        } else {
+            remove_if_exists(&path)?;
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// A blob being written to `tmp`.
+struct FsWriter {
+    /// `None` only while a write is in flight on the blocking pool.
+    file: Option<File>,
+    tmp: PathBuf,
+    fin: PathBuf,
+    dir: PathBuf,
+    committed: bool,
+}
+
+fn gone() -> io::Error {
+    io::Error::other("blob writer used after a failed write")
+}
+
+impl BlobWriter for FsWriter {
+    fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>> {
+        Box::pin(async move {
+            let mut file = self.file.take().ok_or_else(gone)?;
+            let file = blocking(move || {
+                for c in &chunks {
+                    file.write_all(c)?;
+                }
+                Ok(file)
+            })
+            .await?;
+            self.file = Some(file);
+            Ok(())
+        })
+    }
+
+    fn commit(mut self: Box<Self>) -> BoxFut<'static, io::Result<()>> {
+        Box::pin(async move {
+            let file = self.file.take().ok_or_else(gone)?;
+            let (tmp, fin, dir) = (self.tmp.clone(), self.fin.clone(), self.dir.clone());
+            blocking(move || {
+                file.sync_all()?;
+                drop(file);
+                fs::rename(&tmp, &fin)?;
+                File::open(&dir)?.sync_all()
+            })
+            .await?;
+            self.committed = true;
+            Ok(())
+        })
+    }
+}
+
+impl Drop for FsWriter {
+    fn drop(&mut self) {
+        if !self.committed {
+            // An aborted or failed upload leaves no file behind.
+            let _ = remove_if_exists(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    async fn read_all(s: &FsBlobStore, id: &str, off: u64, len: u64) -> Vec<u8> {
+        let mut st = s.open(id, off, len).await.unwrap();
+        let mut v = Vec::new();
+        while let Some(c) = st.next().await {
+            v.extend_from_slice(&c.unwrap());
+        }
+        v
+    }
+
+    #[tokio::test]
+    async fn commit_moves_to_blobs_and_drop_removes_temp() {
+        let d = tempfile::tempdir().unwrap();
+        let s = FsBlobStore::open(d.path()).unwrap();
+        let mut w = s.begin("a1").await.unwrap();
+        w.write(vec![
+            Bytes::from_static(b"hello "),
+            Bytes::from_static(b"world"),
+        ])
+        .await
+        .unwrap();
+        assert!(s.tmp_dir().join("a1").exists());
+        w.commit().await.unwrap();
+        assert!(!s.tmp_dir().join("a1").exists());
+        assert_eq!(read_all(&s, "a1", 0, 11).await, b"hello world");
+        assert_eq!(read_all(&s, "a1", 6, 3).await, b"wor");
+
+        let mut w = s.begin("a2").await.unwrap();
+        w.write(vec![Bytes::from_static(b"x")]).await.unwrap();
+        drop(w);
+        assert!(!s.tmp_dir().join("a2").exists());
+        assert!(!s.blob_dir().join("a2").exists());
+    }
+
+    #[tokio::test]
+    async fn sweep_removes_temps_and_orphans_only() {
+        let d = tempfile::tempdir().unwrap();
+        let s = FsBlobStore::open(d.path()).unwrap();
+        fs::write(s.tmp_dir().join("t"), b"partial").unwrap();
+        fs::write(s.blob_dir().join("kept"), b"k").unwrap();
+        fs::write(s.blob_dir().join("orphan"), b"o").unwrap();
+        let keep = |id: &str| id == "kept";
+        assert_eq!(s.sweep(&keep).await.unwrap(), (1, 1));
+        assert!(s.blob_dir().join("kept").exists());
+        assert!(!s.blob_dir().join("orphan").exists());
+        assert_eq!(fs::read_dir(s.tmp_dir()).unwrap().count(), 0);
+    }
+}

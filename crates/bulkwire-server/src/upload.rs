@@ -1,0 +1,429 @@
+//! The upload pipeline every format handler shares: admission, reading the
+//! body with a deadline, streaming file bytes into storage, and the atomic
+//! commit (DESIGN.md "Bounded memory", "Storage").
+//!
+//! A handler (multipart today, XML-RPC and SOAP/MTOM later) only turns its
+//! wire format into calls on [`Ingest`]: `begin_file` → [`FileSink::push`]
+//! the file's bytes → `finish_file`, plus `add_field` for text values, then
+//! `commit`. It reads its body through [`BodyReader`] and writes what a chunk
+//! produced (`FileSink::flush`) before reading the next one, so memory per
+//! upload is one chunk plus the codec's own bounded buffers, whatever the
+//! payload size.
+//!
+//! Atomicity: each file goes to a temp object and is committed (fsync,
+//! rename) at its end; the metadata rows of the whole request are inserted
+//! in one transaction at the very end. Until then [`Ingest`]'s `Drop`
+//! removes the committed blobs and the blob writer's `Drop` the temp object,
+//! so a rejected, failed or abandoned request (the client went away and
+//! hyper dropped the handler) leaves nothing.
+
+use crate::error::{ApiError, Kind};
+use crate::state::AppState;
+use crate::store::{new_id, BlobWriter, MediaRecord, NewMedia};
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use sha2::{Digest, Sha256};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::OwnedSemaphorePermit;
+
+/// An admitted upload: holds its slot and memory reservation until dropped.
+pub struct Admission {
+    state: Arc<AppState>,
+    _slot: OwnedSemaphorePermit,
+    _memory: OwnedSemaphorePermit,
+}
+
+/// Admits an upload if a slot ([`crate::Limits::max_uploads`]) and its
+/// memory reservation ([`crate::Limits::upload_reserve`] out of
+/// [`crate::Limits::memory_budget`]) are free now; never queues, so a
+/// saturated server answers 503 at once instead of holding connections.
+pub fn admit(state: &Arc<AppState>) -> Result<Admission, ApiError> {
+    let l = &state.config.limits;
+    let slot = state
+        .uploads
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::busy("max_uploads", l.max_uploads as u64))?;
+    let memory = state
+        .memory
+        .clone()
+        .try_acquire_many_owned(state.reserve_permits)
+        .map_err(|_| ApiError::busy("memory_budget", l.memory_budget))?;
+    state.metrics.active_uploads.fetch_add(1, Relaxed);
+    Ok(Admission {
+        state: state.clone(),
+        _slot: slot,
+        _memory: memory,
+    })
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.state.metrics.active_uploads.fetch_sub(1, Relaxed);
+    }
+}
+
+/// True when the client waits for `100 Continue` before sending the body.
+fn expects_continue(h: &HeaderMap) -> bool {
+    h.get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}
+
+/// 413 at once when the declared `Content-Length` is over `limit`.
+pub fn check_declared_length(
+    h: &HeaderMap,
+    name: &'static str,
+    limit: u64,
+) -> Result<(), ApiError> {
+    let declared = h
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(n) if n > limit => Err(ApiError::limit(name, limit)),
+        _ => Ok(()),
+    }
+}
+
+/// A request body read frame by frame, with an idle deadline per frame and
+/// the body-size limit.
+pub struct BodyReader {
+    state: Arc<AppState>,
+    body: Incoming,
+    received: u64,
+    done: bool,
+    polled: bool,
+    expects_continue: bool,
+}
+
+impl BodyReader {
+    pub fn new(state: &Arc<AppState>, body: Incoming, headers: &HeaderMap) -> BodyReader {
+        BodyReader {
+            state: state.clone(),
+            body,
+            received: 0,
+            done: false,
+            polled: false,
+            expects_continue: expects_continue(headers),
+        }
+    }
+
+    /// The next chunk of data, `None` at the end. A stall longer than the
+    /// idle timeout is 408, a broken connection [`Kind::Aborted`], more than
+    /// `body_bytes` 413.
+    pub async fn next(&mut self) -> Result<Option<Bytes>, ApiError> {
+        let idle = self.state.config.limits.idle_timeout();
+        let limit = self.state.config.limits.body_bytes;
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            self.polled = true;
+            let frame = match tokio::time::timeout(idle, self.body.frame()).await {
+                Err(_) => return Err(timeout(idle)),
+                Ok(None) => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                Ok(Some(Err(e))) => {
+                    return Err(ApiError::new(
+                        Kind::Aborted,
+                        format!("reading the body: {e}"),
+                    ))
+                }
+                Ok(Some(Ok(f))) => f,
+            };
+            // Trailers carry nothing an upload needs.
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if data.is_empty() {
+                continue;
+            }
+            self.received += data.len() as u64;
+            self.state
+                .metrics
+                .bytes_received
+                .fetch_add(data.len() as u64, Relaxed);
+            if self.received > limit {
+                return Err(ApiError::limit("body_bytes", limit));
+            }
+            return Ok(Some(data));
+        }
+    }
+
+    /// True once the body was read to its end.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// After a rejection: reads and discards up to `drain_bytes` more, for
+    /// at most a few seconds, so that the client is done sending and reads
+    /// the error instead of a reset connection. Not done when the client
+    /// waits for `100 Continue` and got none: its body never comes.
+    pub async fn drain(&mut self) {
+        if self.done || (self.expects_continue && !self.polled) {
+            return;
+        }
+        let l = &self.state.config.limits;
+        let deadline = Instant::now() + l.idle_timeout().min(Duration::from_secs(5));
+        let mut left = l.drain_bytes;
+        let idle = l.idle_timeout();
+        while left > 0 && !self.done {
+            let wait = deadline.saturating_duration_since(Instant::now()).min(idle);
+            match tokio::time::timeout(wait, self.body.frame()).await {
+                Ok(Some(Ok(f))) => {
+                    let n = f.data_ref().map_or(0, |d| d.len() as u64);
+                    self.state.metrics.bytes_received.fetch_add(n, Relaxed);
+                    left = left.saturating_sub(n);
+                }
+                Ok(None) => self.done = true,
+                _ => return,
+            }
+        }
+    }
+}
+
+fn timeout(idle: Duration) -> ApiError {
+    let mut e = ApiError::new(
+        Kind::Timeout,
+        format!("no body data for {} ms", idle.as_millis()),
+    );
+    e.limit = Some(("idle_timeout_ms", idle.as_millis() as u64));
+    e
+}
+
+/// Maps a storage I/O error: a full disk is 507, anything else 500.
+pub fn storage_error(e: std::io::Error) -> ApiError {
+    // ENOSPC / EDQUOT (Linux numbers); `ErrorKind::StorageFull` is newer
+    // than this crate's minimum Rust.
+    if matches!(e.raw_os_error(), Some(28) | Some(122)) || e.to_string().contains("No space left") {
+        return ApiError::new(Kind::StorageFull, format!("storage full: {e}"));
+    }
+    ApiError::storage(e)
+}
+
+/// One file streaming into storage.
+pub struct FileSink {
+    writer: Box<dyn BlobWriter>,
+    hasher: Sha256,
+    size: u64,
+    limit: u64,
+    queue: Vec<Bytes>,
+    media: NewMedia,
+}
+
+impl FileSink {
+    /// Queues a chunk (no copy) and hashes it; written by [`FileSink::flush`].
+    pub fn push(&mut self, chunk: Bytes) -> Result<(), ApiError> {
+        self.size += chunk.len() as u64;
+        if self.size > self.limit {
+            return Err(ApiError::limit("file_bytes", self.limit));
+        }
+        self.hasher.update(&chunk);
+        self.queue.push(chunk);
+        Ok(())
+    }
+
+    /// Writes what was queued; call before reading more input.
+    pub async fn flush(&mut self) -> Result<(), ApiError> {
+        if self.queue.is_empty() {
+            return Ok(());
+        }
+        let q = std::mem::take(&mut self.queue);
+        self.writer.write(q).await.map_err(storage_error)
+    }
+
+    /// Bytes pushed so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// One request's upload: its files and text fields, committed together.
+pub struct Ingest {
+    state: Arc<AppState>,
+    /// Files whose blobs are committed but whose rows are not yet.
+    files: Vec<NewMedia>,
+    fields: Vec<(String, String)>,
+    field_bytes: u64,
+    committed: bool,
+}
+
+impl Ingest {
+    pub fn new(state: &Arc<AppState>) -> Ingest {
+        Ingest {
+            state: state.clone(),
+            files: Vec::new(),
+            fields: Vec::new(),
+            field_bytes: 0,
+            committed: false,
+        }
+    }
+
+    /// Starts a file. `filename` and `content_type` are the client's words:
+    /// kept as metadata only (the blob is named by a random id), the type
+    /// replaced by `application/octet-stream` unless it is a clean header
+    /// value.
+    pub async fn begin_file(
+        &mut self,
+        field: Option<String>,
+        filename: Option<String>,
+        content_type: Option<&str>,
+    ) -> Result<FileSink, ApiError> {
+        let l = &self.state.config.limits;
+        if filename
+            .as_ref()
+            .is_some_and(|f| f.len() > l.filename_bytes)
+        {
+            return Err(ApiError::limit("filename_bytes", l.filename_bytes as u64));
+        }
+        let id = new_id();
+        let writer = self.state.blobs.begin(&id).await.map_err(storage_error)?;
+        Ok(FileSink {
+            writer,
+            hasher: Sha256::new(),
+            size: 0,
+            limit: l.file_bytes,
+            queue: Vec::new(),
+            media: NewMedia {
+                id,
+                field,
+                filename,
+                content_type: clean_content_type(content_type),
+                size: 0,
+                sha256: String::new(),
+            },
+        })
+    }
+
+    /// Writes the rest of the file and commits its blob (durable, final
+    /// name); its row waits for [`Ingest::commit`].
+    pub async fn finish_file(&mut self, mut sink: FileSink) -> Result<(), ApiError> {
+        sink.flush().await?;
+        let mut media = sink.media;
+        media.size = sink.size;
+        media.sha256 = hex::encode(sink.hasher.finalize());
+        // Listed before the commit starts, so that an interrupted commit's
+        // blob is removed by `Drop` too.
+        self.files.push(media);
+        sink.writer.commit().await.map_err(storage_error)
+    }
+
+    /// Room left for text field bytes ([`crate::Limits::fields_total_bytes`]).
+    pub fn check_field_bytes(&mut self, n: usize) -> Result<(), ApiError> {
+        let l = self.state.config.limits.fields_total_bytes;
+        self.field_bytes += n as u64;
+        if self.field_bytes > l {
+            return Err(ApiError::limit("fields_total_bytes", l));
+        }
+        Ok(())
+    }
+
+    /// Records a text field (the last value wins for a repeated name).
+    pub fn add_field(&mut self, name: String, value: Vec<u8>) -> Result<(), ApiError> {
+        let l = self.state.config.limits.fields;
+        if self.fields.len() >= l {
+            return Err(ApiError::limit("fields", l as u64));
+        }
+        let value = String::from_utf8(value)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        self.fields.push((name, value));
+        Ok(())
+    }
+
+    /// Inserts every file's row in one transaction: the upload becomes
+    /// visible whole, or not at all.
+    pub async fn commit(mut self) -> Result<(Vec<MediaRecord>, Vec<(String, String)>), ApiError> {
+        let files = std::mem::take(&mut self.files);
+        let n = files.len();
+        let ids: Vec<String> = files.iter().map(|f| f.id.clone()).collect();
+        match self.state.meta.insert(files).await {
+            Ok(records) => {
+                self.committed = true;
+                self.state.metrics.files_stored.fetch_add(n as u64, Relaxed);
+                Ok((records, std::mem::take(&mut self.fields)))
+            }
+            Err(e) => {
+                for id in &ids {
+                    self.state.blobs.discard(id);
+                }
+                Err(ApiError::storage(e))
+            }
+        }
+    }
+}
+
+impl Drop for Ingest {
+    fn drop(&mut self) {
+        if !self.committed {
+            for f in &self.files {
+                self.state.blobs.discard(&f.id);
+            }
+        }
+    }
+}
+
+/// The stored content type: the client's if it is a plausible media type in
+/// visible ASCII (it is sent back as a header), else
+/// `application/octet-stream`.
+pub fn clean_content_type(ct: Option<&str>) -> String {
+    match ct.map(str::trim) {
+        Some(c)
+            if !c.is_empty()
+                && c.len() <= 255
+                && c.contains('/')
+                && c.bytes().all(|b| (0x20..0x7f).contains(&b)) =>
+        {
+            c.to_string()
+        }
+        _ => "application/octet-stream".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_type_is_cleaned() {
+        assert_eq!(clean_content_type(Some(" image/png ")), "image/png");
+        assert_eq!(
+            clean_content_type(Some("text/plain; charset=utf-8")),
+            "text/plain; charset=utf-8"
+        );
+        assert_eq!(
+            clean_content_type(Some("bad\r\nx/y")),
+            "application/octet-stream"
+        );
+        assert_eq!(
+            clean_content_type(Some("noslash")),
+            "application/octet-stream"
+        );
+        assert_eq!(clean_content_type(None), "application/octet-stream");
+    }
+
+    #[test]
+    fn declared_length_over_limit_is_413() {
+        let mut h = HeaderMap::new();
+        h.insert(http::header::CONTENT_LENGTH, "11".parse().unwrap());
+        assert!(check_declared_length(&h, "body_bytes", 11).is_ok());
+        let e = check_declared_length(&h, "body_bytes", 10).unwrap_err();
+        assert_eq!(
+            (e.status().as_u16(), e.limit),
+            (413, Some(("body_bytes", 10)))
+        );
+    }
+
+    #[test]
+    fn enospc_is_storage_full() {
+        let e = storage_error(std::io::Error::from_raw_os_error(28));
+        assert_eq!(e.status().as_u16(), 507);
+        let e = storage_error(std::io::Error::other("x"));
+        assert_eq!(e.status().as_u16(), 500);
+    }
+}
