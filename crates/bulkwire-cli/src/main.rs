@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod build;
 mod parse;
+mod parse_xml;
 mod serve;
 
 /// Large binary payloads over HTTP, at memory speed and in constant memory.

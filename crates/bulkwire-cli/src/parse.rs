@@ -1,6 +1,7 @@
 //! `bulkwire parse`: streams a body through the parser, hashing each part
 //! (and optionally saving it), in constant memory whatever the body size.
 
+use crate::parse_xml::{self, Format};
 use bulkwire_multipart::{Error, Limits, MultipartReader, Parser, PartInfo};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -78,6 +79,22 @@ fn open(path: &PathBuf) -> io::Result<Box<dyn Read>> {
 }
 
 fn parse(args: &Args) -> io::Result<()> {
+    match parse_xml::format_of(&args.content_type) {
+        Format::Multipart => parse_multipart(args),
+        Format::Mtom => {
+            let mut out = BufWriter::new(io::stdout().lock());
+            parse_xml::parse_soap(&args.content_type, open(&args.input)?, &mut out)?;
+            out.flush()
+        }
+        Format::Xml => {
+            let mut out = BufWriter::new(io::stdout().lock());
+            parse_xml::parse_xml(&args.content_type, open(&args.input)?, &mut out)?;
+            out.flush()
+        }
+    }
+}
+
+fn parse_multipart(args: &Args) -> io::Result<()> {
     let mut parser = Parser::from_content_type(&args.content_type, args.limits.limits())?;
     if args.lenient_lf {
         parser = parser.allow_bare_lf();
@@ -157,6 +174,9 @@ fn part_json(p: &PartInfo, size: u64, sha: &str) -> Value {
 
 /// The one JSON object written to stderr on failure.
 fn error_json(e: &io::Error) -> Value {
+    if let Some(v) = parse_xml::error_json(e) {
+        return v;
+    }
     match e.get_ref().and_then(|inner| inner.downcast_ref::<Error>()) {
         Some(pe) => json!({
             "error": pe.kind().as_str(),

@@ -1,0 +1,98 @@
+//! Times parsing an MTOM message with one large attachment into a counting
+//! sink, next to a bare `memmem::Finder` scan for the boundary over the
+//! same bytes in the same run, and prints the ratio (target ≤ 1.10).
+//!
+//! Usage: `time_mtom [MIB] [REPS]` (default 12 MiB, 5 reps);
+//! `BULKWIRE_GIB=1` adds a 1 GiB run. `CHUNK` sets the feed size (64 KiB).
+
+use bulkwire_xop::{build, CountingSink, Limits, Parser, Select, SoapVersion};
+use std::time::Instant;
+
+fn best(reps: usize, mut f: impl FnMut()) -> f64 {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Pseudo-random bytes (xorshift), so the scan sees no easy patterns.
+fn payload(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+fn message(len: usize) -> (String, Vec<u8>) {
+    let env = format!(
+        "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body>\
+         <m:upload xmlns:m=\"urn:bulkwire:media\"><name>big.bin</name><data>{}</data>\
+         </m:upload></s:Body></s:Envelope>",
+        build::include_element("big@bulkwire")
+    );
+    let mut b = build::Builder::new(SoapVersion::Soap11);
+    b.envelope(env)
+        .bytes("big@bulkwire", "application/octet-stream", payload(len));
+    let body = b.finish().expect("build");
+    (
+        body.content_type().to_owned(),
+        body.to_vec().expect("in memory"),
+    )
+}
+
+fn run(len: usize, reps: usize, chunk: usize) {
+    let (ct, body) = message(len);
+    let select = std::sync::Arc::new(
+        Select::new()
+            .binary("/Envelope/Body/{urn:bulkwire:media}upload/data")
+            .unwrap(),
+    );
+    let mut bytes = 0;
+    let ms = best(reps, || {
+        let sink = CountingSink::default();
+        let mut p = Parser::new(&ct, select.clone(), Limits::default(), sink).unwrap();
+        let mut chunks = body.chunks(chunk).peekable();
+        while let Some(c) = chunks.next() {
+            p.feed(c, chunks.peek().is_none()).unwrap();
+        }
+        bytes = p.finish().unwrap().binaries[0].len;
+    });
+    assert_eq!(bytes as usize, len);
+    let boundary = ct
+        .split("boundary=\"")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('"');
+    let needle = format!("\r\n--{boundary}");
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    let memmem = best(reps, || {
+        std::hint::black_box(finder.find_iter(std::hint::black_box(&body)).count());
+    });
+    let mb = body.len() as f64 / (1 << 20) as f64;
+    println!(
+        "size_mib={mb:.1} parse_ms={ms:.3} memmem_ms={memmem:.3} ratio={:.3} parse_mib_s={:.0} memmem_mib_s={:.0}",
+        ms / memmem,
+        mb / ms * 1e3,
+        mb / memmem * 1e3
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mib: usize = args.get(1).map_or(12, |a| a.parse().unwrap());
+    let reps: usize = args.get(2).map_or(5, |a| a.parse().unwrap());
+    let chunk: usize = std::env::var("CHUNK").map_or(64 * 1024, |c| c.parse().unwrap());
+    run(mib << 20, reps, chunk);
+    if std::env::var_os("BULKWIRE_GIB").is_some() {
+        run(1 << 30, reps.min(3), chunk);
+    }
+}
