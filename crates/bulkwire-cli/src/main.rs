@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod build;
+mod load;
 mod parse;
 mod parse_xml;
 mod serve;
@@ -25,6 +26,8 @@ enum Command {
     Build(build::Args),
     /// Run the upload/media server (see the README's "Server" section).
     Serve(serve::Args),
+    /// Load-test an upload endpoint (see the README's "Load tool" section).
+    Load(Box<load::Args>),
 }
 
 fn main() -> ExitCode {
@@ -33,5 +36,6 @@ fn main() -> ExitCode {
         Command::Parse(a) => parse::run(a),
         Command::Build(a) => build::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Load(a) => load::run(*a),
     }
 }

@@ -1,0 +1,298 @@
+//! `bulkwire load` as a library call: options in, report (and files) out.
+//! The CLI only maps its arguments to [`Options`] and the result to an exit
+//! code, so the `bench` commands and tests can drive the same path.
+
+use crate::error::{Error, Result};
+use crate::limits::{LimitKind, Limits};
+use crate::memory::{Source, Watcher};
+use crate::output::{progress_line, table};
+use crate::pattern::Pattern;
+use crate::runner::{self, Mode, Plan, Report};
+use crate::scenario::{load_file, FileSpec, FormData, Raw, Scenario};
+use crate::stats::Live;
+use crate::target::Target;
+use crate::threshold::{Threshold, ThresholdResult};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which body template to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScenarioKind {
+    FormData,
+    Raw,
+}
+
+/// Everything `bulkwire load` takes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub url: String,
+    pub scenario: ScenarioKind,
+    /// Payload files: form-data file parts, or the raw body (one file).
+    pub files: Vec<PathBuf>,
+    /// Form field name of the file parts.
+    pub file_field: String,
+    /// Filename pattern of the file parts (default: the file's name).
+    pub filename: Option<String>,
+    /// File part content type (form-data) or body content type (raw).
+    pub content_type: Option<String>,
+    /// `name=value` text fields; values may hold `{seq}`/`{uuid}`.
+    pub fields: Vec<String>,
+    /// `Name: value` extra headers; values may hold variables.
+    pub headers: Vec<String>,
+    pub token: Option<String>,
+    /// `user:password` for Basic auth.
+    pub user: Option<String>,
+    /// Open loop when set (requests per second); closed loop otherwise.
+    pub rate: Option<f64>,
+    /// Default 64 open loop, 10 closed loop.
+    pub connections: Option<usize>,
+    /// Default 10 s when neither this nor `requests` is given.
+    pub duration: Option<Duration>,
+    pub requests: Option<u64>,
+    pub timeout: Duration,
+    pub late_after: Duration,
+    /// Runtime worker threads (default: available parallelism).
+    pub threads: Option<usize>,
+    pub json: Option<PathBuf>,
+    pub report: Option<PathBuf>,
+    pub thresholds: Vec<String>,
+    pub watch_pid: Option<u32>,
+    pub watch_metrics: Option<String>,
+    pub sample_every: Duration,
+    /// Print nothing (no table, no progress).
+    pub quiet: bool,
+    pub limits: Limits,
+}
+
+impl Options {
+    /// Defaults for everything but the URL and the scenario.
+    pub fn new(url: &str, scenario: ScenarioKind) -> Options {
+        Options {
+            url: url.into(),
+            scenario,
+            files: Vec::new(),
+            file_field: "file".into(),
+            filename: None,
+            content_type: None,
+            fields: Vec::new(),
+            headers: Vec::new(),
+            token: None,
+            user: None,
+            rate: None,
+            connections: None,
+            duration: None,
+            requests: None,
+            timeout: Duration::from_secs(30),
+            late_after: Duration::from_millis(10),
+            threads: None,
+            json: None,
+            report: None,
+            thresholds: Vec::new(),
+            watch_pid: None,
+            watch_metrics: None,
+            sample_every: Duration::from_millis(100),
+            quiet: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A finished run: the report and the thresholds that failed.
+#[derive(Debug)]
+pub struct Outcome {
+    pub report: Report,
+    pub failed: Vec<ThresholdResult>,
+}
+
+/// Validates the options, runs on a new runtime, prints the table (unless
+/// quiet), writes `--json`/`--report`, and checks thresholds.
+pub fn execute(opts: &Options) -> Result<Outcome> {
+    let prepared = prepare(opts)?;
+    let rt = runner::runtime(opts.threads)?;
+    let report = rt.block_on(run_prepared(opts, prepared))?;
+    finish(opts, report)
+}
+
+/// What is built before the clock starts.
+pub struct Prepared {
+    pub target: Target,
+    pub plan: Plan,
+    pub scenario: Arc<dyn Scenario>,
+    pub thresholds: Vec<Threshold>,
+    pub memory: Option<Source>,
+}
+
+/// Parses and loads everything (files once into memory) up front.
+pub fn prepare(opts: &Options) -> Result<Prepared> {
+    let mut target = Target::resolve(&opts.url)?;
+    if opts.headers.len() > opts.limits.fields {
+        let what = format!("{} headers", opts.headers.len());
+        return Err(Error::limit(
+            LimitKind::Fields,
+            opts.limits.fields as u64,
+            what,
+        ));
+    }
+    for h in &opts.headers {
+        target.header_line(h)?;
+    }
+    match (&opts.token, &opts.user) {
+        (Some(_), Some(_)) => return Err(Error::config("give --token or --user, not both")),
+        (Some(t), None) => drop(target.bearer(t)?),
+        (None, Some(u)) => drop(target.basic(u)?),
+        (None, None) => {}
+    }
+    let mut plan = Plan::new(match opts.rate {
+        Some(rate) => Mode::Open { rate },
+        None => Mode::Closed,
+    });
+    plan.connections = opts.connections.unwrap_or(plan.connections);
+    plan.duration = opts.duration;
+    plan.requests = opts.requests;
+    if plan.duration.is_none() && plan.requests.is_none() {
+        plan.duration = Some(Duration::from_secs(10));
+    }
+    plan.timeout = opts.timeout;
+    plan.late_after = opts.late_after;
+    plan.limits = opts.limits.clone();
+    let thresholds = opts
+        .thresholds
+        .iter()
+        .map(|t| Threshold::parse(t))
+        .collect::<Result<_>>()?;
+    let memory = match (opts.watch_pid, &opts.watch_metrics) {
+        (Some(_), Some(_)) => {
+            return Err(Error::config(
+                "give --watch-pid or --watch-metrics, not both",
+            ))
+        }
+        (Some(p), None) => Some(Source::Pid(p)),
+        (None, Some(u)) => Some(Source::Metrics(Box::new(Target::resolve(u)?))),
+        (None, None) => None,
+    };
+    Ok(Prepared {
+        target,
+        plan,
+        scenario: scenario(opts)?,
+        thresholds,
+        memory,
+    })
+}
+
+fn scenario(opts: &Options) -> Result<Arc<dyn Scenario>> {
+    match opts.scenario {
+        ScenarioKind::Raw => {
+            let data = match &opts.files[..] {
+                [] => bytes::Bytes::new(),
+                [one] => load_file(one, &opts.limits)?,
+                _ => return Err(Error::config("the raw scenario takes one --file")),
+            };
+            if !opts.fields.is_empty() {
+                return Err(Error::config(
+                    "the raw scenario has no fields; use --header",
+                ));
+            }
+            Ok(Arc::new(Raw::new(data, opts.content_type.as_deref())))
+        }
+        ScenarioKind::FormData => Ok(Arc::new(form(opts)?)),
+    }
+}
+
+fn form(opts: &Options) -> Result<FormData> {
+    if opts.fields.len() + opts.files.len() > opts.limits.fields {
+        let what = format!("{} fields and files", opts.fields.len() + opts.files.len());
+        return Err(Error::limit(
+            LimitKind::Fields,
+            opts.limits.fields as u64,
+            what,
+        ));
+    }
+    if opts.fields.is_empty() && opts.files.is_empty() {
+        return Err(Error::config("formdata needs a --file or a --field"));
+    }
+    let mut fields = Vec::new();
+    for f in &opts.fields {
+        let (k, v) = f
+            .split_once('=')
+            .ok_or_else(|| Error::config(format!("field {f:?}: expected name=value")))?;
+        fields.push((k.to_owned(), Pattern::parse(v)?));
+    }
+    let mut files = Vec::new();
+    for path in &opts.files {
+        let default = || {
+            let name = path
+                .file_name()
+                .map_or("file".into(), |n| n.to_string_lossy());
+            name.replace('{', "{{").replace('}', "}}")
+        };
+        let filename = opts.filename.clone().unwrap_or_else(default);
+        files.push(FileSpec {
+            field: opts.file_field.clone(),
+            filename: Pattern::parse(&filename)?,
+            content_type: opts.content_type.clone(),
+            data: load_file(path, &opts.limits)?,
+        });
+    }
+    FormData::new(&fields, &files)
+}
+
+/// Runs a prepared load on the current runtime, with memory sampling and
+/// the progress line; thresholds are checked in [`finish`].
+pub async fn run_prepared(opts: &Options, p: Prepared) -> Result<Report> {
+    let watcher = match p.memory {
+        Some(src) => Some(Watcher::start(src, opts.sample_every, &opts.limits).await?),
+        None => None,
+    };
+    let live = Arc::new(Live::default());
+    let progress = (!opts.quiet && std::io::stderr().is_terminal())
+        .then(|| tokio::spawn(progress(live.clone())));
+    let result = runner::run(p.target, p.plan, p.scenario, live).await;
+    if let Some(h) = progress {
+        h.abort();
+        eprint!("\r{:70}\r", "");
+    }
+    let mut report = result?;
+    if let Some(w) = watcher {
+        report.memory = Some(w.stop().await?);
+    }
+    report.thresholds = p.thresholds.iter().map(|t| t.check(&report)).collect();
+    Ok(report)
+}
+
+async fn progress(live: Arc<Live>) {
+    let tick = Duration::from_secs(1);
+    let start = tokio::time::Instant::now();
+    let mut last = 0;
+    let mut iv = tokio::time::interval(tick);
+    iv.tick().await;
+    loop {
+        iv.tick().await;
+        eprint!("{}", progress_line(&live, start.elapsed(), last, tick));
+        last = live.completed.load(Ordering::Relaxed);
+    }
+}
+
+/// Prints and writes the outputs; returns the failed thresholds.
+pub fn finish(opts: &Options, report: Report) -> Result<Outcome> {
+    if !opts.quiet {
+        print!("{}", table(&report));
+    }
+    if let Some(path) = &opts.json {
+        let json = serde_json::to_string_pretty(&report).map_err(|e| Error::io("json", e))?;
+        std::fs::write(path, json + "\n").map_err(|e| Error::io(path.display(), e))?;
+    }
+    if let Some(path) = &opts.report {
+        std::fs::write(path, crate::html::page(&report))
+            .map_err(|e| Error::io(path.display(), e))?;
+    }
+    let failed = report
+        .thresholds
+        .iter()
+        .filter(|t| !t.passed)
+        .cloned()
+        .collect();
+    Ok(Outcome { report, failed })
+}

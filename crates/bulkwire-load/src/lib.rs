@@ -1,0 +1,43 @@
+//! The bulkwire load generator: `bulkwire load`, and the runner the
+//! `bench` commands build on.
+//!
+//! - Bodies come from [`scenario`] templates: every static byte encoded once,
+//!   the file bytes read once and shared (`Bytes`), per-request `{seq}` and
+//!   `{uuid}` values ([`pattern`]) in small separate pieces; hyper writes the
+//!   pieces with vectored I/O ([`body`]).
+//! - [`runner`]: open loop at a fixed arrival rate (latency measured from
+//!   each request's intended send time, so no coordinated omission, with the
+//!   uncorrected view beside it and a count of late sends) or closed loop,
+//!   over a pool of HTTP/1.1 keep-alive connections (hyper 1).
+//! - [`stats`]: HdrHistogram percentiles and a per-second timeline;
+//!   [`memory`]: the server's RSS from `/proc` or `/metrics`;
+//!   [`threshold`]: pass/fail criteria; [`output`] and [`html`]: table,
+//!   progress line, HTML report with SVG plots.
+//!
+//! Everything kept is bounded by [`Limits`].
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod body;
+mod error;
+pub mod html;
+mod limits;
+pub mod memory;
+pub mod output;
+pub mod pattern;
+pub mod runner;
+pub mod scenario;
+pub mod stats;
+pub mod target;
+pub mod threshold;
+pub mod units;
+
+pub use app::{execute, Options, Outcome, ScenarioKind};
+pub use error::{Error, ErrorKind, Result};
+pub use limits::{LimitKind, Limits};
+pub use pattern::{Pattern, Vars};
+pub use runner::{run, run_blocking, Mode, Plan, Report};
+pub use scenario::{Payload, Scenario};
+pub use stats::{Latency, Live};
+pub use target::Target;
+pub use threshold::{Threshold, ThresholdResult};

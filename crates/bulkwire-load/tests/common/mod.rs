@@ -1,0 +1,321 @@
+//! A test server on 127.0.0.1:0 that records what each request carried:
+//! the whole body's hash, and for multipart bodies the parts as parsed back
+//! with `bulkwire_multipart`. It can pause on a schedule (to show
+//! coordinated omission) and answer chosen requests with an error status.
+
+#![allow(dead_code)]
+
+use bulkwire_multipart::{Event, Limits, Parser};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use sha2::{Digest, Sha256};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A file part as the server saw it.
+#[derive(Debug, Clone)]
+pub struct FileSeen {
+    pub field: String,
+    pub filename: String,
+    pub content_type: Option<String>,
+    pub len: u64,
+    pub sha256: String,
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// When its head arrived.
+    pub at: Instant,
+    pub content_type: String,
+    pub content_length: Option<u64>,
+    pub headers: Vec<(String, String)>,
+    pub len: u64,
+    pub sha256: String,
+    pub fields: Vec<(String, String)>,
+    pub files: Vec<FileSeen>,
+    pub parse_error: Option<String>,
+}
+
+impl Seen {
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|f| f.0 == name)
+            .map(|f| f.1.as_str())
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|h| h.0 == name)
+            .map(|h| h.1.as_str())
+    }
+}
+
+/// How the server behaves.
+#[derive(Clone, Default)]
+pub struct Behavior {
+    /// `(period, pause)`: requests arriving when `elapsed % period >=
+    /// period - pause` are held until that pause ends.
+    pub pause: Option<(Duration, Duration)>,
+    /// Answer request number `n` (by arrival) with 503 when `n % every == every - 1`.
+    pub fail_every: Option<u64>,
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    pub start: Instant,
+}
+
+impl TestServer {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Starts the server on its own thread and runtime (the client under
+    /// test gets the other runtime to itself).
+    pub fn start(behavior: Behavior) -> TestServer {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(serve(behavior, seen2, tx));
+        });
+        let (addr, start) = rx.recv().unwrap();
+        TestServer { addr, seen, start }
+    }
+}
+
+struct State {
+    behavior: Behavior,
+    start: Instant,
+    count: AtomicU64,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+async fn serve(
+    behavior: Behavior,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    ready: std::sync::mpsc::Sender<(SocketAddr, Instant)>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let start = Instant::now();
+    let state = Arc::new(State {
+        behavior,
+        start,
+        count: AtomicU64::new(0),
+        seen,
+    });
+    ready.send((listener.local_addr().unwrap(), start)).unwrap();
+    loop {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let state = state.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| handle(state.clone(), req));
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(tcp), svc)
+                .await;
+        });
+    }
+}
+
+async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Response<Empty<Bytes>>, Infallible> {
+    let at = Instant::now();
+    let n = state.count.fetch_add(1, Ordering::Relaxed);
+    if let Some((period, pause)) = state.behavior.pause {
+        let phase = at.duration_since(state.start).as_nanos() % period.as_nanos();
+        let paused_from = (period - pause).as_nanos();
+        if phase >= paused_from {
+            let left = period.as_nanos() - phase;
+            tokio::time::sleep(Duration::from_nanos(left as u64)).await;
+        }
+    }
+    let seen = record(at, req).await;
+    state.seen.lock().unwrap().push(seen);
+    let mut resp = Response::new(Empty::new());
+    if state.behavior.fail_every.is_some_and(|k| n % k == k - 1) {
+        *resp.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+    }
+    Ok(resp)
+}
+
+/// Reads the body frame by frame: hashes it whole, and parses it as
+/// multipart when its type says so.
+async fn record(at: Instant, req: Request<Incoming>) -> Seen {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let content_type = header("content-type").unwrap_or_default();
+    let content_length = header("content-length").and_then(|v| v.parse().ok());
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("?").to_owned()))
+        .collect();
+    let mut parts = PartsSeen::new(&content_type);
+    let mut whole = Sha256::new();
+    let mut len = 0u64;
+    let mut body = req.into_body();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.unwrap().into_data() else {
+            continue;
+        };
+        whole.update(&data);
+        len += data.len() as u64;
+        parts.feed(&data, false);
+    }
+    parts.feed(&[], true);
+    Seen {
+        at,
+        content_type,
+        content_length,
+        headers,
+        len,
+        sha256: hex::encode(whole.finalize()),
+        fields: parts.fields,
+        files: parts.files,
+        parse_error: parts.error,
+    }
+}
+
+/// The parts of a multipart body, collected as it streams in.
+struct PartsSeen {
+    parser: Option<Parser>,
+    fields: Vec<(String, String)>,
+    files: Vec<FileSeen>,
+    error: Option<String>,
+    current: Option<Current>,
+}
+
+/// The part being read: name, filename, content type, hash, text (fields
+/// only) and length.
+struct Current {
+    name: String,
+    filename: Option<String>,
+    content_type: Option<String>,
+    sha: Sha256,
+    text: Vec<u8>,
+    len: u64,
+}
+
+impl PartsSeen {
+    fn new(content_type: &str) -> PartsSeen {
+        let parser = content_type
+            .starts_with("multipart/")
+            .then(|| Parser::from_content_type(content_type, Limits::default()).unwrap());
+        PartsSeen {
+            parser,
+            fields: Vec::new(),
+            files: Vec::new(),
+            error: None,
+            current: None,
+        }
+    }
+
+    fn feed(&mut self, data: &[u8], is_last: bool) {
+        let Some(mut parser) = self.parser.take() else {
+            return;
+        };
+        if self.error.is_some() {
+            return;
+        }
+        let r = parser.feed(data, is_last, |ev| {
+            self.event(ev);
+            Ok::<_, bulkwire_multipart::Error>(())
+        });
+        if let Err(e) = r {
+            self.error = Some(e.to_string());
+        }
+        if is_last && !parser.is_done() && self.error.is_none() {
+            self.error = Some("not finished".into());
+        }
+        self.parser = Some(parser);
+    }
+
+    fn event(&mut self, ev: Event<'_>) {
+        match ev {
+            Event::PartStart(p) => {
+                self.current = Some(Current {
+                    name: p.name_str().unwrap_or_default(),
+                    filename: p.filename_str(),
+                    content_type: p
+                        .content_type()
+                        .map(|c| String::from_utf8_lossy(c).into_owned()),
+                    sha: Sha256::new(),
+                    text: Vec::new(),
+                    len: 0,
+                });
+            }
+            Event::Data(d) => {
+                let c = self.current.as_mut().unwrap();
+                c.sha.update(d);
+                c.len += d.len() as u64;
+                if c.filename.is_none() {
+                    c.text.extend_from_slice(d);
+                }
+            }
+            Event::PartEnd => {
+                let c = self.current.take().unwrap();
+                match c.filename {
+                    Some(filename) => self.files.push(FileSeen {
+                        field: c.name,
+                        filename,
+                        content_type: c.content_type,
+                        len: c.len,
+                        sha256: hex::encode(c.sha.finalize()),
+                    }),
+                    None => self
+                        .fields
+                        .push((c.name, String::from_utf8(c.text).unwrap())),
+                }
+            }
+            Event::End | Event::NeedMore => {}
+        }
+    }
+}
+
+/// A file of `len` pseudo-random bytes in a fresh temp dir.
+pub fn payload_file(name: &str, len: usize) -> (std::path::PathBuf, Vec<u8>) {
+    let dir = std::env::temp_dir().join(format!("bulkwire-load-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, &data).unwrap();
+    (path, data)
+}
+
+pub fn sha(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
