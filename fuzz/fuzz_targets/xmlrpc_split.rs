@@ -1,15 +1,16 @@
 //! Split-differential target for the XML-RPC parser: a body parsed whole,
 //! cut at fuzzer-chosen offsets, and (when small) one byte at a time must
 //! give the same message, the same base64 values and paths, and the same
-//! error (kind, offset, limit, message); an open base64 value must be
-//! aborted exactly when parsing fails inside it.
+//! error (kind, offset, limit, message), also the same as the general
+//! path alone (the fast path for wrapped base64 off); an open base64 value
+//! must be aborted exactly when parsing fails inside it.
 //!
 //! Input layout: `flags, body`. Flags bit 0: small limits (so limit errors
 //! are reachable); bits 1-2: splits — 0 hashed offsets, 1 at each 0xFF
 //! byte of the body (removed), 2 every `n`-th byte with `n` from bits 3-7.
 #![no_main]
 
-use bulkwire_xmlrpc::testutil::{random_splits, run_bytewise, run_split, run_whole};
+use bulkwire_xmlrpc::testutil::{random_splits, run_bytewise, run_general, run_split, run_whole};
 use bulkwire_xmlrpc::Limits;
 use libfuzzer_sys::fuzz_target;
 
@@ -66,6 +67,7 @@ fuzz_target!(|data: &[u8]| {
         _ => (body.to_vec(), random_splits(body.len(), 16, fnv(body))),
     };
     let whole = run_whole(&limits, &body);
+    assert_eq!(run_general(&limits, &body), whole, "general path");
     assert_eq!(
         run_split(&limits, &body, &splits),
         whole,

@@ -255,6 +255,39 @@ impl Tokenizer {
         self.text_total
     }
 
+    /// True when the next input byte is read as character data inside the
+    /// root element and nothing is pending (no part of a tag, reference,
+    /// comment, CDATA section or CRLF, no element end to hand out): then a
+    /// consumer that reads such data itself may [`Tokenizer::skip_text`] it.
+    pub fn in_text(&self) -> bool {
+        self.error.is_none()
+            && self.lex == Lex::Text
+            && self.doc == Doc::Root
+            && self.pending == Pending::None
+            && !self.skip_lf
+    }
+
+    /// Consumes `bytes` bytes of input that the caller read itself, as if
+    /// they had been stepped through as [`Token::Text`]: the offset moves
+    /// on and the text counters grow by `text_bytes`, their length once line
+    /// ends are normalized (a CRLF counts as one byte, §2.11).
+    ///
+    /// The caller vouches that the bytes hold no `<` or `&` and do not end
+    /// with a CR (so they are plain character data, and the next input byte
+    /// is read afresh); the tokenizer does not look at them. This is what
+    /// lets a consumer that validates a large text itself (a base64 decode
+    /// rejects `<` and `&`) skip the tokenizer's scan. Returns false, doing
+    /// nothing, unless [`Tokenizer::in_text`].
+    pub fn skip_text(&mut self, bytes: u64, text_bytes: u64) -> bool {
+        if !self.in_text() {
+            return false;
+        }
+        self.pos += bytes;
+        self.text_run += text_bytes;
+        self.text_total += text_bytes;
+        true
+    }
+
     /// True once [`Token::Eof`] was handed out.
     pub fn is_done(&self) -> bool {
         self.lex == Lex::Done

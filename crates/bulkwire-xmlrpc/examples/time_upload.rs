@@ -1,7 +1,10 @@
 //! Times a `wp.uploadFile` upload parse against a bare base64-simd decode
 //! of the same text and prints the ratios and the peak RSS growth of the
-//! parse. Usage: `time_upload [MIB ...] [--reps N]` (default: 10 and 200
-//! MiB, best of 5).
+//! parse. Usage: `time_upload [MIB ...] [--reps N] [--quick]` (default: 10
+//! and 200 MiB, best of 5). `--quick` runs only the counting parse and the
+//! bare decode, once each, for instruction-count profiling under
+//! `valgrind --tool=callgrind` (compare the inclusive counts of
+//! `parse_with` and `bare_decode`).
 //!
 //! For each payload size the body (base64 wrapped at 76 columns, as Python
 //! sends it) is built in memory first. Then:
@@ -54,6 +57,7 @@ fn wrapped_base64(body: &[u8]) -> Vec<u8> {
     body[find(b"<base64>") + 8..find(b"</base64>")].to_vec()
 }
 
+#[inline(never)]
 fn parse_with<S: Base64Sink>(body: &[u8], sink: S) -> S {
     let mut p = Parser::new(Limits::default(), sink);
     let mut chunks = body.chunks(CHUNK).peekable();
@@ -70,6 +74,25 @@ fn rss_growth(body: &[u8]) -> Option<u64> {
     let sink = parse_with(body, CountSink::default());
     black_box(sink.total);
     Some(status_kib("VmHWM:").saturating_sub(before))
+}
+
+/// The bare baseline: one SIMD decode of the stripped text.
+#[inline(never)]
+fn bare_decode(text: &[u8], out: &mut [u8]) -> usize {
+    let r = base64_simd::STANDARD.decode(black_box(text), out.as_out());
+    r.unwrap().len()
+}
+
+/// `--quick`: one counting parse and one bare decode, nothing else.
+fn quick(mib: u64) {
+    let payload = mib << 20;
+    let body = upload_body(payload);
+    let total = parse_with(&body, CountSink::default()).total;
+    assert_eq!(total, payload);
+    let text = stripped_base64(&body);
+    let mut out = vec![0u8; payload as usize];
+    assert_eq!(bare_decode(&text, &mut out), payload as usize);
+    println!("payload_mib={mib} quick run done");
 }
 
 fn run(mib: u64, reps: usize) {
@@ -93,8 +116,7 @@ fn run(mib: u64, reps: usize) {
     drop(wrapped);
     out.truncate(payload as usize);
     let bare = best(reps, || {
-        let r = base64_simd::STANDARD.decode(black_box(&text), out.as_mut_slice().as_out());
-        black_box(r.unwrap().len());
+        black_box(bare_decode(&text, &mut out));
     });
     let sha_only = best(reps, || {
         black_box(sha2::Sha256::digest(black_box(&out)));
@@ -119,9 +141,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut reps = 5;
     let mut sizes = Vec::new();
+    let mut quick_only = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--quick" => quick_only = true,
             "--reps" => reps = it.next().expect("--reps N").parse().expect("a number"),
             mib => sizes.push(mib.parse().expect("payload size in MiB")),
         }
@@ -130,6 +154,10 @@ fn main() {
         sizes = vec![10, 200];
     }
     for mib in sizes {
+        if quick_only {
+            quick(mib);
+            continue;
+        }
         run(mib, reps);
     }
 }

@@ -5,10 +5,11 @@
 //! because its parser held the whole body and the whole base64 text as
 //! strings. Here:
 //! - [`Parser`] is sans-IO: fed chunks of any size, it builds a small
-//!   [`Value`] tree for everything but `base64`, which it decodes in 64 KiB
-//!   blocks with base64-simd (a fast path compacts the usual 76-column LF
-//!   lines; any other layout goes through `bulkwire-xml`'s streaming
-//!   decoder), across chunk edges, straight into a caller's [`Base64Sink`]; the
+//!   [`Value`] tree for everything but `base64`, which it decodes in
+//!   blocks with base64-simd (a fast path reads the usual 76-column LF or
+//!   CRLF lines straight from the body, ahead of the XML tokenizer; any
+//!   other layout goes through `bulkwire-xml`'s streaming decoder), across
+//!   chunk edges, straight into a caller's [`Base64Sink`]; the
 //!   tree keeps what the sink returned (a length, a digest, a storage
 //!   handle). Everything else is capped by [`Limits`].
 //! - [`encode_call`], [`encode_response`] and [`encode_fault`] render a

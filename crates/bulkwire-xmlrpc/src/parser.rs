@@ -1,8 +1,11 @@
 //! The sans-IO XML-RPC parser (<http://xmlrpc.com/spec.md>): a state
 //! machine over [`bulkwire_xml::Tokenizer`] that builds the value tree of a
 //! `methodCall` or `methodResponse` and streams every `base64` value, as
-//! its text arrives, through the block decoder of `bulkwire-xml` into a
-//! [`Base64Sink`].
+//! its text arrives, into a [`Base64Sink`]: text in the usual 76-column
+//! layout is read straight from the body ahead of the tokenizer and
+//! decoded block-wise (`lines.rs`); anything else goes through the
+//! tokenizer and the block decoder of `bulkwire-xml`, with identical
+//! results and errors.
 //!
 //! [`Parser::feed`] takes each input chunk whole (nothing is borrowed past
 //! the call): the tokenizer copies only what straddles chunks (a tag, a
@@ -24,7 +27,7 @@
 
 use crate::error::{Error, ErrorKind};
 use crate::limits::{LimitKind, Limits};
-use crate::lines::{Lines, Push};
+use crate::lines::{Lines, Take};
 use crate::scalar::{self, is_ws, Elem, Scalar};
 use crate::sink::Base64Sink;
 use crate::value::{Call, Fault, Message, PathSeg, Response, Value, ValuePath};
@@ -127,7 +130,10 @@ struct State<S: Base64Sink> {
     sink: S,
     decoder: Option<Box<Decoder>>,
     lines: Option<Box<Lines>>,
-    /// A block's text rebuilt for the general decoder.
+    /// Off in tests that want the general path alone.
+    fast_path: bool,
+    /// Raw bytes of the fast path, rebuilt to be replayed through the
+    /// tokenizer.
     raw: Vec<u8>,
     open64: Option<Open64>,
     stack: Vec<Frame<S::Output>>,
@@ -149,12 +155,14 @@ pub struct Parser<S: Base64Sink> {
     tk: Tokenizer,
     st: State<S>,
     error: Option<Error>,
+    /// How deep replays of fast-path bytes are nested.
+    replaying: u8,
 }
 
 impl<S: Base64Sink> std::fmt::Debug for Parser<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Parser")
-            .field("offset", &self.tk.offset())
+            .field("offset", &self.offset())
             .field("depth", &self.st.stack.len())
             .field("done", &self.st.done)
             .finish()
@@ -171,6 +179,7 @@ impl<S: Base64Sink> Parser<S> {
                 sink,
                 decoder: None,
                 lines: None,
+                fast_path: true,
                 raw: Vec::new(),
                 open64: None,
                 stack: Vec::new(),
@@ -185,7 +194,16 @@ impl<S: Base64Sink> Parser<S> {
                 done: false,
             },
             error: None,
+            replaying: 0,
         }
+    }
+
+    /// Turns the fast path for wrapped base64 text off (or back on) for
+    /// values that start from now on, so that tests can compare it with
+    /// the general path.
+    #[doc(hidden)]
+    pub fn set_fast_path(&mut self, on: bool) {
+        self.st.fast_path = on;
     }
 
     /// Parses the next chunk of the body, all of it; `is_last` says no
@@ -207,6 +225,17 @@ impl<S: Base64Sink> Parser<S> {
 
     fn run(&mut self, mut input: &[u8], is_last: bool) -> Result<(), Error> {
         loop {
+            if self.fast_path_on() {
+                input = self.fast(input, is_last)?;
+                // Still on: all input staged, or a replay started another
+                // value, whose fast path takes the rest.
+                if self.fast_path_on() {
+                    if input.is_empty() && !is_last {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            }
             let (consumed, ev) = self.next(input, is_last)?;
             let base = input;
             input = &input[consumed..];
@@ -221,6 +250,85 @@ impl<S: Base64Sink> Parser<S> {
                 Ev::Eof => return self.st.eof(self.tk.offset()),
             }
         }
+    }
+
+    /// True while the fast path reads the open `base64` value's text from
+    /// the body, ahead of the tokenizer. It can start only where the
+    /// tokenizer reads plain character data (right after `<base64>`), and
+    /// not inside a replay of a replay (which keeps recursion shallow).
+    fn fast_path_on(&mut self) -> bool {
+        let Some(lines) = self.st.lines.as_deref_mut() else {
+            return false;
+        };
+        if !lines.active {
+            return false;
+        }
+        if lines.pending() == 0 && (!self.tk.in_text() || self.replaying > 1) {
+            lines.active = false;
+            return false;
+        }
+        true
+    }
+
+    /// Stages `input` on the fast path, committing full blocks; at the
+    /// first irregularity (or the end of the body, or a `<` in the last
+    /// partial line of an input) commits what decodes and replays the rest
+    /// through the tokenizer. Returns the input left for the tokenizer.
+    fn fast<'i>(&mut self, mut input: &'i [u8], is_last: bool) -> Result<&'i [u8], Error> {
+        loop {
+            let lines = self.st.lines.as_deref_mut().expect("fast path on");
+            match lines.take(input) {
+                Take::More => {
+                    if is_last || lines.partial_has_markup() {
+                        self.commit()?;
+                        self.replay()?;
+                    }
+                    return Ok(&[]);
+                }
+                Take::Full(i) => {
+                    input = &input[i..];
+                    if !self.commit()? {
+                        self.replay()?;
+                        return Ok(input);
+                    }
+                }
+                Take::Stop(i) => {
+                    self.commit()?;
+                    self.replay()?;
+                    return Ok(&input[i..]);
+                }
+            }
+        }
+    }
+
+    /// Decodes the staged whole lines, if they decode, into the sink, and
+    /// lets the tokenizer skip their bytes. False if nothing was committed.
+    fn commit(&mut self) -> Result<bool, Error> {
+        let lines = self.st.lines.as_deref_mut().expect("fast path on");
+        let Some(c) = lines.commit() else {
+            return Ok(false);
+        };
+        let skipped = self.tk.skip_text(c.bytes, c.text_bytes);
+        debug_assert!(
+            skipped,
+            "the tokenizer waits in text while lines are staged"
+        );
+        emit(&mut self.st.sink, c.out, self.st.open64.as_ref())?;
+        Ok(true)
+    }
+
+    /// Turns the fast path off for the open value and runs the bytes it
+    /// staged but did not commit through the tokenizer (and so through the
+    /// general decoder), exactly as they came in the body.
+    fn replay(&mut self) -> Result<(), Error> {
+        let lines = self.st.lines.as_deref_mut().expect("fast path on");
+        let mut raw = std::mem::take(&mut self.st.raw);
+        lines.take_raw(&mut raw);
+        self.replaying += 1;
+        let r = self.run(&raw, false);
+        self.replaying -= 1;
+        self.st.raw = raw;
+        r
     }
 
     /// One tokenizer step, turned into an [`Ev`] that no longer borrows it.
@@ -249,7 +357,7 @@ impl<S: Base64Sink> Parser<S> {
         if self.st.open64.take().is_some() {
             self.st.sink.abort();
         }
-        let at = self.tk.offset();
+        let at = self.offset();
         self.error
             .get_or_insert_with(|| Error::new(ErrorKind::Truncated, "the body was aborted", at));
     }
@@ -267,7 +375,7 @@ impl<S: Base64Sink> Parser<S> {
         }
         if !self.st.done {
             let msg = "the body's last chunk was not fed";
-            return Err(Error::new(ErrorKind::Truncated, msg, self.tk.offset()));
+            return Err(Error::new(ErrorKind::Truncated, msg, self.offset()));
         }
         let st = self.st;
         let msg = match (st.call, st.fault) {
@@ -302,7 +410,8 @@ impl<S: Base64Sink> Parser<S> {
 
     /// Bytes of the body consumed so far.
     pub fn offset(&self) -> u64 {
-        self.tk.offset()
+        let staged = self.st.lines.as_deref().filter(|l| l.active);
+        self.tk.offset() + staged.map_or(0, Lines::pending)
     }
 
     /// The most bytes held at once for what straddles chunks plus scalar
@@ -407,9 +516,11 @@ impl<S: Base64Sink> State<S> {
                 .begin(&path)
                 .map_err(|e| Error::sink(e.into(), at))?;
             self.decoder.get_or_insert_with(Box::default).reset();
-            self.lines
-                .get_or_insert_with(|| Box::new(Lines::new()))
-                .start();
+            if self.fast_path {
+                self.lines
+                    .get_or_insert_with(|| Box::new(Lines::new()))
+                    .start();
+            }
             self.open64 = Some(Open64 {
                 tag: at,
                 ..Open64::default()
@@ -453,42 +564,11 @@ impl<S: Base64Sink> State<S> {
         Ok(())
     }
 
-    /// Text of a `base64` value: the fast path while the layout is
-    /// regular, the general decoder from the first irregularity on.
-    fn base64(&mut self, mut text: &[u8], mut at: u64) -> Result<(), Error> {
-        let lines = self.lines.as_deref_mut().expect("made at start");
-        if !lines.active {
-            return self.general(text, at);
-        }
-        loop {
-            match lines.push(text, at) {
-                Push::Taken => return Ok(()),
-                Push::Full(i) => {
-                    at += i as u64;
-                    text = &text[i..];
-                    match lines.decode(at) {
-                        Some(out) => emit(&mut self.sink, out, self.open64.as_ref())?,
-                        None => return self.fall_back(text, at),
-                    }
-                }
-                Push::Irregular(i) => return self.fall_back(&text[i..], at + i as u64),
-            }
-        }
-    }
-
-    /// Hands the value to the general decoder: the staged block's exact
-    /// text, then `rest` (found at `at`).
-    fn fall_back(&mut self, rest: &[u8], at: u64) -> Result<(), Error> {
-        let lines = self.lines.as_deref_mut().expect("made at start");
-        let mut raw = std::mem::take(&mut self.raw);
-        let raw_at = lines.take_raw(&mut raw);
-        let r = self.general(&raw, raw_at);
-        self.raw = raw;
-        r?;
-        if rest.is_empty() {
-            return Ok(());
-        }
-        self.general(rest, at)
+    /// Text of a `base64` value from the tokenizer: the fast path reads
+    /// the body itself, so this comes only once it is off.
+    fn base64(&mut self, text: &[u8], at: u64) -> Result<(), Error> {
+        debug_assert!(!self.lines.as_deref().is_some_and(|l| l.active));
+        self.general(text, at)
     }
 
     /// The general decoder, which maps its errors back to body offsets.
@@ -629,17 +709,6 @@ impl<S: Base64Sink> State<S> {
     /// The value's end tag at `at`: the last quantum is decoded and the
     /// sink finishes the value.
     fn end_base64(&mut self, at: u64) -> Result<Value<S::Output>, Error> {
-        let lines = self.lines.as_deref_mut().expect("made at start");
-        if lines.active {
-            match lines.decode(0) {
-                Some(out) => {
-                    let open = self.open64.take();
-                    emit(&mut self.sink, out, open.as_ref())?;
-                    return self.finish_sink(open.map_or(at, |o| o.tag));
-                }
-                None => self.fall_back(&[], at)?,
-            }
-        }
         let open = self.open64.take().expect("base64 frame has its state");
         let dec = self.decoder.as_deref_mut().expect("decoder made at start");
         let sink = &mut self.sink;

@@ -75,7 +75,18 @@ pub fn summary(e: &crate::Error) -> ErrorSummary {
 
 /// Feeds `body` cut at `splits` (sorted offsets) to a new parser.
 pub fn run_split(limits: &Limits, body: &[u8], splits: &[usize]) -> Outcome {
+    run_split_with(limits, body, splits, true)
+}
+
+/// The whole body through the general path alone (the fast path for
+/// wrapped base64 text off): the reference the fast path must match.
+pub fn run_general(limits: &Limits, body: &[u8]) -> Outcome {
+    run_split_with(limits, body, &[], false)
+}
+
+fn run_split_with(limits: &Limits, body: &[u8], splits: &[usize], fast: bool) -> Outcome {
     let mut parser = Parser::new(limits.clone(), RecordSink::new(1 << 30));
+    parser.set_fast_path(fast);
     let mut bounds: Vec<usize> = splits.iter().copied().filter(|&s| s < body.len()).collect();
     bounds.push(body.len());
     let mut start = 0;

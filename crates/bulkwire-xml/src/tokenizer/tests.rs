@@ -422,3 +422,80 @@ fn mutated_documents_agree_across_chunkings() {
     eprintln!("verdicts (ok, error): {verdicts:?}");
     assert!(verdicts[0] > 100 && verdicts[1] > 100, "{verdicts:?}");
 }
+
+/// Steps `doc` to the end, skipping with `skip_text` what `skip` says:
+/// (offset of the first byte to skip, bytes, text bytes). Returns each
+/// token's (token offset, offset after it, rendered) and the text total.
+fn step_skipping(doc: &[u8], skip: Option<(u64, u64, u64)>) -> (Vec<(u64, u64, String)>, u64) {
+    let mut tk = Tokenizer::new(Limits::default());
+    let mut seen = Vec::new();
+    let mut at = 0usize;
+    loop {
+        if let Some((from, n, text)) = skip {
+            if tk.offset() == from && tk.in_text() {
+                assert!(tk.skip_text(n, text));
+                at += n as usize;
+            }
+        }
+        // One byte at a time, so the skip point is always met exactly.
+        let end = (at + 1).min(doc.len());
+        let s = tk.step(&doc[at..end], end == doc.len()).unwrap();
+        at += s.consumed;
+        let r = match &s.event {
+            Token::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            Token::Start { name, .. } => format!("<{}>", String::from_utf8_lossy(name)),
+            Token::End { name, .. } => format!("</{}>", String::from_utf8_lossy(name)),
+            other => format!("{other:?}"),
+        };
+        let eof = matches!(s.event, Token::Eof);
+        if !matches!(s.event, Token::NeedMore) {
+            seen.push((tk.token_offset(), tk.offset(), r));
+        }
+        if eof {
+            return (seen, tk.total_text_bytes());
+        }
+    }
+}
+
+#[test]
+fn skipped_text_moves_offsets_as_stepping_would() {
+    // "AAAA\r\nBBBB\n" (11 bytes, 10 of text) skipped instead of read.
+    let doc = b"<a><b>AAAA\r\nBBBB\n<!--c-->x&lt;</b></a>";
+    let (stepped, total) = step_skipping(doc, None);
+    let (skipped, total_skipping) = step_skipping(doc, Some((6, 11, 10)));
+    assert_eq!(total, total_skipping);
+    let tail = |v: &[(u64, u64, String)]| -> Vec<(u64, u64, String)> {
+        v.iter().filter(|t| t.0 >= 17).cloned().collect()
+    };
+    assert_eq!(tail(&stepped), tail(&skipped));
+    assert!(tail(&stepped).len() >= 5, "{stepped:?}");
+    assert!(!skipped.iter().any(|t| t.2.contains("AAAA")));
+}
+
+#[test]
+fn skipping_is_refused_outside_plain_text() {
+    let mut tk = Tokenizer::new(Limits::default());
+    assert!(!tk.in_text(), "prolog");
+    assert!(!tk.skip_text(1, 1));
+    let s = tk.step(b"<a>x&am", false).unwrap();
+    assert_eq!(s.consumed, 3);
+    assert!(tk.in_text());
+    let s = tk.step(b"x&am", false).unwrap();
+    assert_eq!(s.consumed, 1);
+    let s = tk.step(b"&am", false).unwrap();
+    assert!(matches!(s.event, Token::NeedMore));
+    assert!(!tk.in_text(), "inside a reference");
+    assert!(!tk.skip_text(1, 1));
+    assert_eq!(tk.offset(), 7);
+    // A CR at the end of an input: its LF may still come.
+    let mut tk = Tokenizer::new(Limits::default());
+    tk.step(b"<a>", false).unwrap();
+    let s = tk.step(b"\r", false).unwrap();
+    assert_eq!(s.consumed, 1);
+    assert!(!tk.in_text(), "after a CR");
+    // An empty element's end is pending.
+    let mut tk = Tokenizer::new(Limits::default());
+    tk.step(b"<a><b/>", false).unwrap();
+    tk.step(b"<b/>", false).unwrap();
+    assert!(!tk.in_text(), "end of <b/> pending");
+}

@@ -585,3 +585,157 @@ fn whole_lines_then_line_breaks_before_the_end_tag() {
         assert_eq!(v, V::Base64(data[..n].to_vec()));
     }
 }
+
+/// A call with one base64 value of `n` pseudo-random bytes, wrapped.
+fn wrapped_call(n: usize, wrap: crate::LineEnd) -> (Vec<V>, Vec<u8>) {
+    let data: Vec<u8> = (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let v = vec![V::Base64(data)];
+    let opts = crate::EncodeOptions {
+        wrap: Some(wrap),
+        ..Default::default()
+    };
+    let body = crate::encode_call("m", &v, &opts)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    (v, body)
+}
+
+/// Whole and at 100 random splits for each seed: the same outcome as the
+/// general path alone, which is returned.
+fn agrees_with_general(body: &[u8], seeds: std::ops::RangeInclusive<u64>) -> Outcome {
+    use crate::testutil::{random_splits, run_general, run_split, run_whole};
+    let limits = Limits::default();
+    let general = run_general(&limits, body);
+    assert_eq!(run_whole(&limits, body), general, "whole");
+    for seed in seeds {
+        let splits = random_splits(body.len(), 100, seed);
+        assert_eq!(
+            run_split(&limits, body, &splits),
+            general,
+            "splits {splits:?}"
+        );
+    }
+    general
+}
+
+/// Markup and references dropped anywhere into a regular block — in the
+/// first lines, around the block boundary, in the last lines — are
+/// replayed through the tokenizer: the outcome (value or error, with its
+/// offset) is exactly the general path's, whatever the chunking.
+#[test]
+fn markup_inside_regular_blocks_is_replayed_exactly() {
+    let (v, body) = wrapped_call(60_000, crate::LineEnd::Lf);
+    let start = body.windows(8).position(|w| w == b"<base64>").unwrap() + 8;
+    let end = body.windows(9).position(|w| w == b"</base64>").unwrap();
+    // The first block ends after its lines (the encoder puts no line end
+    // before the first one).
+    let block = crate::lines::MAX_LINES * 77;
+    let positions = (0..80)
+        .chain(block - 40..block + 40)
+        .chain(end - start - 80..=end - start);
+    let mut verdicts = [0usize; 2];
+    for pos in positions {
+        let at = start + pos;
+        for insert in [&b"<"[..], b"&#65;", b"<!--x-->", b"&lt;", b"]]>"] {
+            let mut b = body.clone();
+            b.splice(at..at, insert.iter().copied());
+            let seeds = 1..=u64::from(pos % 7 == 0);
+            let out = agrees_with_general(&b, seeds);
+            verdicts[usize::from(out.error.is_some())] += 1;
+            if insert == b"<!--x-->" {
+                assert_eq!(out.error, None, "comment at {pos}");
+                assert_eq!(out.message.unwrap().into_call().unwrap().params, v);
+            }
+        }
+    }
+    assert!(verdicts[0] > 200 && verdicts[1] > 200, "{verdicts:?}");
+}
+
+/// CRLF line ends, and damage of every kind at a few places.
+#[test]
+fn crlf_blocks_and_damage_agree_with_the_general_path() {
+    let (v, body) = wrapped_call(60_000, crate::LineEnd::CrLf);
+    let out = agrees_with_general(&body, 1..=3);
+    assert_eq!(out.message.unwrap().into_call().unwrap().params, v);
+    let start = body.windows(8).position(|w| w == b"<base64>").unwrap() + 8;
+    let block = crate::lines::MAX_LINES * 78;
+    for pos in [0, 1, 2, 75, 76, 77, 78, 79, block - 2, block, block + 1] {
+        let at = start + pos;
+        for (insert, cut) in [
+            (&b"<"[..], 0),
+            (b"\n", 0),
+            (b"\r", 0),
+            (b"!", 1),
+            (b"=", 1),
+            (b"", 1),
+            (b"&#13;", 0),
+        ] {
+            let mut b = body.clone();
+            b.splice(at..at + cut, insert.iter().copied());
+            agrees_with_general(&b, 1..=2);
+        }
+    }
+}
+
+/// Several values, each ending inside a line: the next one can start
+/// inside a replay of the previous one's last line; empty values too.
+#[test]
+fn values_starting_inside_replays_agree_with_the_general_path() {
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 31 + (i >> 3)) as u8).collect();
+    let mut items: Vec<V> = [0usize, 1, 56, 57, 58, 114, 200, 2999]
+        .iter()
+        .map(|&n| V::Base64(data[..n].to_vec()))
+        .collect();
+    items.push(V::Array(items.clone()));
+    for wrap in [crate::LineEnd::Lf, crate::LineEnd::CrLf] {
+        let opts = crate::EncodeOptions {
+            wrap: Some(wrap),
+            ..Default::default()
+        };
+        let body = crate::encode_call("m", &items, &opts)
+            .unwrap()
+            .to_vec()
+            .unwrap();
+        let out = agrees_with_general(&body, 1..=5);
+        assert_eq!(out.message.unwrap().into_call().unwrap().params, items);
+        let bytewise = crate::testutil::run_bytewise(&Limits::default(), &body);
+        assert_eq!(
+            bytewise,
+            crate::testutil::run_general(&Limits::default(), &body)
+        );
+    }
+    for text in ["<base64/>", "<base64></base64>", "<base64>\n</base64>"] {
+        assert_eq!(
+            param(&format!("<value>{text}</value>")),
+            V::Base64(Vec::new())
+        );
+    }
+}
+
+/// A regular value stays on the fast path across inputs, staging ahead of
+/// the tokenizer, and `offset` still counts every byte fed.
+#[test]
+fn regular_values_stay_on_the_fast_path() {
+    for wrap in [crate::LineEnd::Lf, crate::LineEnd::CrLf] {
+        let (v, body) = wrapped_call(200_000, wrap);
+        let mut p =
+            crate::Parser::new(Limits::default(), crate::testutil::RecordSink::new(1 << 20));
+        let mut fed = 0;
+        for c in body.chunks(10_000) {
+            let last = fed + c.len() == body.len();
+            p.feed(c, last).unwrap();
+            fed += c.len();
+            assert_eq!(p.offset(), fed as u64);
+            if (20_000..200_000).contains(&fed) {
+                let lines = p.st.lines.as_deref().unwrap();
+                assert!(lines.active, "fast path on at {fed}");
+                assert!(p.tk.offset() < fed as u64, "staged ahead at {fed}");
+            }
+        }
+        let (msg, _) = p.finish().unwrap();
+        assert_eq!(msg.into_call().unwrap().params, v);
+    }
+}
