@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// A user allowed in with HTTP Basic (and, later, XML-RPC username/password).
+/// A user allowed in with HTTP Basic, and with the username/password
+/// params of XML-RPC calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
     pub name: String,
@@ -87,6 +88,11 @@ pub struct Limits {
     /// Bytes of all text fields of one body together (they are held in
     /// memory to be returned).
     pub fields_total_bytes: u64,
+    /// Bytes of a SOAP envelope outside its binary `data` (tags, text
+    /// fields, white space); the binary itself streams to storage.
+    pub soap_envelope_bytes: u64,
+    /// Calls in one XML-RPC `system.multicall` (a fault beyond).
+    pub xmlrpc_multicall: usize,
     /// Bytes of one part's header block.
     pub part_header_bytes: usize,
     /// Header fields in one part.
@@ -126,6 +132,8 @@ impl Default for Limits {
             fields: 128,
             field_bytes: 64 << 10,
             fields_total_bytes: 256 << 10,
+            soap_envelope_bytes: 1 << 20,
+            xmlrpc_multicall: 32,
             part_header_bytes: 16 << 10,
             part_headers: 32,
             preamble: 16 << 10,
@@ -142,6 +150,9 @@ impl Default for Limits {
         }
     }
 }
+
+/// Most XML elements in one XML-RPC request ([`Limits::xmlrpc`]).
+pub(crate) const XMLRPC_ELEMENTS: u64 = 8192;
 
 /// Smallest HTTP read buffer hyper accepts.
 const MIN_READ_BUFFER: usize = 8 * 1024;
@@ -175,6 +186,23 @@ impl Limits {
             field_bytes: self.field_bytes,
             body_bytes: self.body_bytes,
             ..bulkwire_multipart::Limits::default()
+        }
+    }
+
+    /// The XML-RPC codec's limits for one request: scalar text and the
+    /// value tree are capped like form fields (`field_bytes`,
+    /// `fields_total_bytes`); the element and container counts are fixed
+    /// small, since the tree's nodes are not counted in `tree_bytes` and a
+    /// media call needs a few dozen (a multicall a few hundred).
+    pub fn xmlrpc(&self) -> bulkwire_xmlrpc::Limits {
+        bulkwire_xmlrpc::Limits {
+            string_bytes: usize::try_from(self.field_bytes).unwrap_or(usize::MAX),
+            tree_bytes: self.fields_total_bytes,
+            elements: XMLRPC_ELEMENTS,
+            members: 1024,
+            items: 4096,
+            params: 16,
+            ..bulkwire_xmlrpc::Limits::default()
         }
     }
 
@@ -233,6 +261,18 @@ mod tests {
         assert!(User::parse("bob").is_err());
         assert!(User::parse(":x").is_err());
         assert!(User::parse("x:").is_err());
+    }
+
+    #[test]
+    fn xmlrpc_limits_follow_server_limits() {
+        let l = Limits {
+            field_bytes: 7,
+            fields_total_bytes: 70,
+            ..Limits::default()
+        };
+        let x = l.xmlrpc();
+        assert_eq!((x.string_bytes, x.tree_bytes), (7, 70));
+        assert_eq!(x.elements, XMLRPC_ELEMENTS);
     }
 
     #[test]

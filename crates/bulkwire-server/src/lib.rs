@@ -8,6 +8,9 @@
 //!   `nosniff` and attachment disposition for active types;
 //!   `GET /v1/media` (cursor pages), `DELETE /v1/media/{id}`,
 //!   `GET /metrics`, `GET /healthz`.
+//! - `POST /xmlrpc`: the WordPress XML-RPC media API (`wp.uploadFile`,
+//!   `metaWeblog.newMediaObject`, …), `bits` streamed to storage through
+//!   `bulkwire_xmlrpc`; see [`handlers::xmlrpc`].
 //! - Storage behind [`store::BlobStore`] and [`store::MetaStore`]; the
 //!   embedded default is files plus SQLite under the data directory. An
 //!   upload is atomic; crash leftovers are swept at start.

@@ -44,6 +44,9 @@ pub struct Metrics {
     rejected: Mutex<BTreeMap<String, u64>>,
     pub buffer_growth: AtomicU64,
     pub peak_parser_buffer: AtomicU64,
+    /// Most decoded bytes one upload staged between a codec's synchronous
+    /// sink and storage (SOAP, XML-RPC).
+    pub peak_staging_buffer: AtomicU64,
     pub active_uploads: AtomicI64,
     duration_buckets: [AtomicU64; BUCKETS.len()],
     duration_count: AtomicU64,
@@ -74,6 +77,10 @@ impl Metrics {
 
     pub fn parser_peak(&self, bytes: usize) {
         self.peak_parser_buffer.fetch_max(bytes as u64, Relaxed);
+    }
+
+    pub fn staging_peak(&self, bytes: usize) {
+        self.peak_staging_buffer.fetch_max(bytes as u64, Relaxed);
     }
 
     /// Uploads counted for (format, outcome); for tests and the CLI.
@@ -116,6 +123,12 @@ impl Metrics {
             "bulkwire_parser_buffer_peak_bytes",
             "Most bytes one parser held at once.",
             self.peak_parser_buffer.load(Relaxed) as i64,
+        );
+        gauge(
+            &mut o,
+            "bulkwire_staging_buffer_peak_bytes",
+            "Most decoded bytes one upload staged between codec and storage.",
+            self.peak_staging_buffer.load(Relaxed) as i64,
         );
         gauge(
             &mut o,

@@ -21,6 +21,8 @@ pub struct AppState {
     pub(crate) memory: Arc<Semaphore>,
     /// KiB one upload reserves.
     pub(crate) reserve_permits: u32,
+    /// The XML-RPC method table (names → handlers, help, signatures).
+    pub(crate) xmlrpc: crate::handlers::xmlrpc::Methods,
 }
 
 impl AppState {
@@ -37,6 +39,7 @@ impl AppState {
             uploads: Arc::new(Semaphore::new(l.max_uploads)),
             memory: Arc::new(Semaphore::new(budget)),
             reserve_permits: reserve,
+            xmlrpc: crate::handlers::xmlrpc::Methods::new(),
             metrics: Metrics::default(),
             config,
             auth,

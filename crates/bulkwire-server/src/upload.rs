@@ -314,6 +314,28 @@ impl Ingest {
         sink.writer.commit().await.map_err(storage_error)
     }
 
+    /// Names a file whose bytes began before its name and type were known
+    /// (SOAP/MTOM: an attachment may come before the envelope naming it).
+    /// `None` keeps what `begin_file` was given.
+    pub fn describe_file(
+        &self,
+        sink: &mut FileSink,
+        filename: Option<String>,
+        content_type: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let l = &self.state.config.limits;
+        if let Some(f) = filename {
+            if f.len() > l.filename_bytes {
+                return Err(ApiError::limit("filename_bytes", l.filename_bytes as u64));
+            }
+            sink.media.filename = Some(f);
+        }
+        if content_type.is_some() {
+            sink.media.content_type = clean_content_type(content_type);
+        }
+        Ok(())
+    }
+
     /// Room left for text field bytes ([`crate::Limits::fields_total_bytes`]).
     pub fn check_field_bytes(&mut self, n: usize) -> Result<(), ApiError> {
         let l = self.state.config.limits.fields_total_bytes;

@@ -29,8 +29,12 @@ impl SoapVersion {
         }
     }
 
+    /// The version a media type names. Parameters are ignored: MTOM's
+    /// `start-info` and the root part's `type` carry SOAP 1.2's `action`
+    /// (RFC 3902 §1) when the WSDL gives one, as Apache CXF sends
+    /// `start-info="application/soap+xml; action=\"urn:…\""`.
     pub(crate) fn from_media_type(t: &str) -> Option<SoapVersion> {
-        let t = t.trim();
+        let t = t.split(';').next().unwrap_or_default().trim();
         if t.eq_ignore_ascii_case("text/xml") {
             Some(SoapVersion::Soap11)
         } else if t.eq_ignore_ascii_case("application/soap+xml") {
@@ -232,5 +236,57 @@ impl<O> Message<O> {
         self.binaries
             .iter()
             .find(|b| b.paths.iter().any(|p| p == path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::{include_element, Builder};
+    use crate::{Limits, Parser, Select};
+
+    #[test]
+    fn media_type_parameters_do_not_hide_the_version() {
+        let v = SoapVersion::from_media_type("application/soap+xml; action=\"urn:a;b\"");
+        assert_eq!(v, Some(SoapVersion::Soap12));
+        let v = SoapVersion::from_media_type(" text/xml ; charset=utf-8");
+        assert_eq!(v, Some(SoapVersion::Soap11));
+        assert_eq!(SoapVersion::from_media_type("application/xml"), None);
+    }
+
+    #[test]
+    fn mtom_with_an_action_in_start_info_and_root_type_parses() {
+        let mut b = Builder::new(SoapVersion::Soap12);
+        let env = format!(
+            "<e:Envelope xmlns:e=\"{}\"><e:Body><m:upload xmlns:m=\"urn:m\"><data>{}</data>\
+             </m:upload></e:Body></e:Envelope>",
+            SoapVersion::Soap12.namespace(),
+            include_element("d@x")
+        );
+        b.envelope(env)
+            .bytes("d@x", "application/octet-stream", vec![5u8; 300]);
+        let body = b.finish().unwrap();
+        let with_action = "application/soap+xml; action=\\\"urn:m#upload\\\"";
+        let ct = body.content_type().replace(
+            "start-info=\"application/soap+xml\"",
+            &format!("start-info=\"{with_action}\""),
+        );
+        assert!(ct.contains("action="), "{ct}");
+        let bytes = String::from_utf8_lossy(&body.to_vec().unwrap()).replace(
+            "type=\"application/soap+xml\"",
+            &format!("type=\"{with_action}\""),
+        );
+        let select = Select::new()
+            .binary("/Envelope/Body/{urn:m}upload/data")
+            .unwrap();
+        let sink = crate::MemorySink::new(1 << 20);
+        let mut p = Parser::new(&ct, select, Limits::default(), sink).unwrap();
+        p.feed(bytes.as_bytes(), true).unwrap();
+        let m = p.finish().unwrap();
+        assert_eq!(m.version, SoapVersion::Soap12);
+        assert_eq!(
+            m.binary("/Envelope/Body/upload/data").unwrap().output,
+            vec![5u8; 300]
+        );
     }
 }

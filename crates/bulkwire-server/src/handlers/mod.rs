@@ -10,12 +10,18 @@
 //! | `GET /v1/media` | [`media::list`] |
 //! | `GET`, `HEAD /v1/media/{id}` | [`media::download`] |
 //! | `DELETE /v1/media/{id}` | [`media::delete`] |
+//! | `POST /soap`, `GET /soap?wsdl` | [`soap::route`] (SOAP 1.1/1.2, MTOM) |
+//! | `POST /xmlrpc` (alias `/xmlrpc.php`) | [`xmlrpc::call`] (WordPress media API) |
 //!
-//! Everything under `/v1` needs credentials (see [`crate::auth`]).
+//! Everything under `/v1` needs credentials (see [`crate::auth`]); `/soap`
+//! checks them itself, to answer with a SOAP fault, and `/xmlrpc` takes a
+//! user's name and password in the call, as WordPress does.
 
 pub mod form;
 pub mod media;
 pub mod raw;
+pub mod soap;
+pub mod xmlrpc;
 
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
@@ -48,6 +54,19 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
             return response::text(StatusCode::OK, "text/plain; version=0.0.4", t);
         }
         _ => {}
+    }
+    if path == "/soap" {
+        return soap::route(state, req).await;
+    }
+    if path == "/xmlrpc" || path == "/xmlrpc.php" {
+        if m != Method::POST {
+            let e = ApiError::new(
+                Kind::MethodNotAllowed,
+                "XML-RPC server accepts POST requests only",
+            );
+            return reject(state, req, e).await;
+        }
+        return xmlrpc::call(state, req).await;
     }
     let Some(rest) = path.strip_prefix("/v1/media") else {
         return reject(state, req, ApiError::new(Kind::NotFound, "no such route")).await;

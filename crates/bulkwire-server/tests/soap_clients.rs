@@ -1,0 +1,306 @@
+//! Real third-party SOAP clients against `POST /soap`, each building itself
+//! from `GET /soap?wsdl` and authenticating with HTTP Basic:
+//!
+//! - zeep (PyPI, into the venv under target/ that the CLI tests share, from
+//!   testsuite/py/requirements.txt): inline base64, SOAP 1.1 and 1.2, and a
+//!   fault for a wrong password;
+//! - node-soap (npm `soap`, into target/tmp/node): MTOM with an attachment
+//!   and inline base64;
+//! - Apache CXF's JAX-WS client (Maven Central, resolved by
+//!   testsuite/java/cxf/pom.xml, compiled with javac) with MTOM, SOAP 1.1
+//!   and 1.2.
+//!
+//! Every upload is read back through `GET /v1/media/{id}` and compared by
+//! SHA-256. Whether a client really sent MTOM or inline base64 is checked
+//! from the bytes the server received (base64 is a third larger). A test
+//! skips, saying why, only when its runtime is missing or its registry
+//! cannot be reached; once installed, any failure fails it.
+
+mod common;
+mod soap_util;
+
+use bulkwire_server::metrics::Outcome;
+use bulkwire_server::Limits;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::Ordering::Relaxed;
+
+const USER: &str = "alice";
+const PASSWORD: &str = "wonder:land";
+
+fn tmp() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
+}
+
+/// True when `cmd --version` runs.
+fn have(cmd: &str) -> bool {
+    Command::new(cmd)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn ok(cmd: &mut Command) -> bool {
+    cmd.status().is_ok_and(|s| s.success())
+}
+
+/// Runs a client without blocking the server's runtime.
+async fn run(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// The client's JSON line: the `uploadResponse` or `{"fault": …}`.
+fn json_of(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+    let Some(line) = line else {
+        panic!(
+            "no JSON from the client (status {:?})\nstdout: {stdout}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    serde_json::from_str(line).unwrap()
+}
+
+/// A server, a file of `len` bytes to upload, and the WSDL URL.
+async fn setup(name: &str, len: usize, seed: u64) -> (Harness, PathBuf, Vec<u8>, String) {
+    let h = start(Limits::default()).await;
+    let data = payload(len, seed);
+    let file = h.data().join(name);
+    std::fs::write(&file, &data).unwrap();
+    let wsdl = h.url("/soap?wsdl");
+    (h, file, data, wsdl)
+}
+
+/// Checks a client's answer against the server: 200 answer, stored bytes
+/// equal by SHA-256, name and type kept; returns the request body bytes
+/// the server received for it.
+async fn check_upload(
+    h: &Harness,
+    out: &Output,
+    data: &[u8],
+    name: &str,
+    ct: &str,
+    before: u64,
+) -> u64 {
+    let j = json_of(out);
+    assert!(
+        out.status.success(),
+        "{j}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(j["size"], data.len() as u64, "{j}");
+    assert_eq!(j["sha256"], sha256(data), "{j}");
+    let url = j["url"].as_str().unwrap();
+    assert_eq!(sha256(&h.download(url).await), sha256(data));
+    let id = j["id"].as_str().unwrap();
+    let listed = h.list_all().await;
+    let m = listed.iter().find(|m| m["id"] == id).expect("listed");
+    assert_eq!(
+        (m["filename"].as_str(), m["content_type"].as_str()),
+        (Some(name), Some(ct))
+    );
+    h.srv.state.metrics.bytes_received.load(Relaxed) - before
+}
+
+fn received(h: &Harness) -> u64 {
+    h.srv.state.metrics.bytes_received.load(Relaxed)
+}
+
+/// Inline base64 is 4/3 of the data; MTOM is the data plus small headers.
+fn assert_inline(sent: u64, len: usize) {
+    assert!(
+        sent >= len as u64 * 4 / 3,
+        "{sent} bytes for {len}: not base64"
+    );
+}
+
+fn assert_mtom(sent: u64, len: usize) {
+    assert!(
+        sent < len as u64 + 16 * 1024,
+        "{sent} bytes for {len}: not MTOM"
+    );
+}
+
+/// The venv under target/ with testsuite/py/requirements.txt (shared with
+/// the CLI tests); `None` when python3 is missing or PyPI unreachable.
+fn python_with_zeep() -> Option<PathBuf> {
+    if !have("python3") {
+        eprintln!("SKIP: python3 is not installed");
+        return None;
+    }
+    let venv = tmp().join("py-venv");
+    let py = venv.join("bin/python");
+    let has = |py: &Path| ok(Command::new(py).args(["-c", "import requests, zeep"]));
+    if py.exists() && has(&py) {
+        return Some(py);
+    }
+    assert!(
+        ok(Command::new("python3").args(["-m", "venv"]).arg(&venv)),
+        "python3 -m venv failed"
+    );
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "--disable-pip-version-check", "-r"])
+        .arg(repo("testsuite/py/requirements.txt"))
+        .status();
+    if !pip.is_ok_and(|s| s.success()) || !has(&py) {
+        eprintln!("SKIP: pip could not install zeep from PyPI");
+        return None;
+    }
+    Some(py)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zeep_inline_base64_soap11_and_soap12() {
+    let Some(py) = python_with_zeep() else { return };
+    let (h, file, data, wsdl) = setup("zeep.bin", 1_500_007, 21).await;
+    let zeep = |pass: &str, version: &str| {
+        let mut c = Command::new(&py);
+        c.arg(repo("testsuite/py/soap_zeep.py"))
+            .args([wsdl.as_str(), USER, pass])
+            .arg(&file)
+            .arg(version);
+        c
+    };
+    for version in ["11", "12"] {
+        let before = received(&h);
+        let out = run(zeep(PASSWORD, version)).await;
+        let sent = check_upload(&h, &out, &data, "zeep.bin", "application/x-test", before).await;
+        assert_inline(sent, data.len());
+    }
+    assert_eq!(h.srv.state.metrics.uploads("soap", Outcome::Ok), 2);
+    // A wrong password: zeep raises the server's fault.
+    let out = run(zeep("wrong", "11")).await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = json_of(&out);
+    assert!(j["fault"].as_str().unwrap().ends_with("Client"), "{j}");
+    assert_eq!(h.list_all().await.len(), 2);
+}
+
+/// `soap` from npm under target/tmp/node; `None` when node or npm is
+/// missing or the registry unreachable.
+fn node_soap() -> Option<PathBuf> {
+    if !have("node") || !have("npm") {
+        eprintln!("SKIP: node or npm is not installed");
+        return None;
+    }
+    let prefix = tmp().join("node");
+    let modules = prefix.join("node_modules");
+    if modules.join("soap/package.json").exists() {
+        return Some(modules);
+    }
+    let npm = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+        .arg(&prefix)
+        .arg("soap@1.13.0")
+        .status();
+    if !npm.is_ok_and(|s| s.success()) || !modules.join("soap/package.json").exists() {
+        eprintln!("SKIP: npm could not install soap from the npm registry");
+        return None;
+    }
+    Some(modules)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_soap_mtom_and_inline_base64() {
+    let Some(modules) = node_soap() else { return };
+    let (h, file, data, wsdl) = setup("node.bin", 1_200_003, 22).await;
+    for mode in ["mtom", "inline"] {
+        let mut c = Command::new("node");
+        c.env("NODE_PATH", &modules)
+            .arg(repo("testsuite/node/soap_upload.js"))
+            .args([wsdl.as_str(), USER, PASSWORD])
+            .arg(&file)
+            .arg(mode);
+        let before = received(&h);
+        let out = run(c).await;
+        let sent = check_upload(
+            &h,
+            &out,
+            &data,
+            "node.bin",
+            "application/octet-stream",
+            before,
+        )
+        .await;
+        match mode {
+            "mtom" => assert_mtom(sent, data.len()),
+            _ => assert_inline(sent, data.len()),
+        }
+    }
+    assert_eq!(h.srv.state.metrics.uploads("soap", Outcome::Ok), 2);
+}
+
+/// CXF's jars (Maven Central, via testsuite/java/cxf/pom.xml) and the
+/// compiled client under target/tmp/cxf, as a class path; `None` when
+/// Java or Maven is missing or Maven Central unreachable.
+fn cxf_classpath() -> Option<String> {
+    if !have("java") || !have("javac") || !have("mvn") {
+        eprintln!("SKIP: java, javac or mvn is not installed");
+        return None;
+    }
+    let dir = tmp().join("cxf");
+    let lib = dir.join("lib");
+    if !lib.join("cxf-rt-frontend-jaxws-4.2.3.jar").exists() {
+        let mvn = Command::new("mvn")
+            .args(["-B", "-q", "-f"])
+            .arg(repo("testsuite/java/cxf/pom.xml"))
+            .arg("dependency:copy-dependencies")
+            .arg(format!("-DoutputDirectory={}", lib.display()))
+            .status();
+        if !mvn.is_ok_and(|s| s.success()) {
+            eprintln!("SKIP: Maven could not fetch Apache CXF from Maven Central");
+            return None;
+        }
+    }
+    let classes = dir.join("classes");
+    let jars = format!("{}/*", lib.display());
+    let sources: Vec<PathBuf> = std::fs::read_dir(repo("testsuite/java/cxf/src/bulkwire/cxf"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let javac = Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .args(["-cp", &jars])
+        .args(&sources)
+        .status();
+    assert!(
+        javac.is_ok_and(|s| s.success()),
+        "javac failed on the CXF client"
+    );
+    Some(format!("{}:{jars}", classes.display()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cxf_jaxws_mtom_soap11_and_soap12() {
+    let Some(cp) = cxf_classpath() else { return };
+    let (h, file, data, wsdl) = setup("cxf.bin", 2_000_011, 23).await;
+    for version in ["11", "12"] {
+        let mut c = Command::new("java");
+        c.args(["-cp", &cp, "bulkwire.cxf.CxfUpload", &wsdl, USER, PASSWORD])
+            .arg(&file)
+            .arg(version);
+        let before = received(&h);
+        let out = run(c).await;
+        let sent = check_upload(&h, &out, &data, "cxf.bin", "application/x-cxf", before).await;
+        assert_mtom(sent, data.len());
+    }
+    assert_eq!(h.srv.state.metrics.uploads("soap", Outcome::Ok), 2);
+}

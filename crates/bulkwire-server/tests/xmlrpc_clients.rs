@@ -1,0 +1,153 @@
+//! `POST /xmlrpc` driven by real third-party clients, run by
+//! testsuite/py/xmlrpc_clients.py: Python's stdlib `xmlrpc.client`
+//! (always present) and python-wordpress-xmlrpc (installed from PyPI into
+//! the venv under target/ that the phase-1 tests use, from
+//! testsuite/py/requirements.txt; its test skips, saying so, only when pip
+//! cannot install it). Every upload is downloaded back from the URL the
+//! client was given and compared by SHA-256.
+
+mod common;
+
+use bulkwire_server::Limits;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const USER: &str = "alice";
+const PASS: &str = "wonder:land";
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testsuite/py/xmlrpc_clients.py")
+}
+
+/// The venv of testsuite/py/requirements.txt under target/, made or
+/// completed on first use; `None` (test skipped) only when pip cannot
+/// install from PyPI.
+fn venv_python(module: &str) -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-venv");
+    let py = venv.join("bin/python");
+    let has = |py: &Path| {
+        Command::new(py)
+            .args(["-c", &format!("import {module}")])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if py.exists() && has(&py) {
+        return Some(py);
+    }
+    if !py.exists() {
+        let ok = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "python3 -m venv failed");
+    }
+    let req = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testsuite/py/requirements.txt");
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "--disable-pip-version-check", "-r"])
+        .arg(&req)
+        .status();
+    if !pip.is_ok_and(|s| s.success()) || !has(&py) {
+        eprintln!("SKIP: pip could not install {module} from PyPI (testsuite/py/requirements.txt)");
+        return None;
+    }
+    Some(py)
+}
+
+/// Runs the script in `mode` against a fresh server; returns the server
+/// (to download from) and the script's JSON.
+async fn run(py: &Path, mode: &str, data: &[u8]) -> (Harness, Value) {
+    let h = start(Limits::default()).await;
+    let file = h.data().join("in.bin");
+    std::fs::write(&file, data).unwrap();
+    let mut cmd = Command::new(py);
+    cmd.arg(script())
+        .arg(mode)
+        .arg(h.url("/xmlrpc"))
+        .args([USER, PASS])
+        .arg(&file)
+        .env("NO_PROXY", "127.0.0.1");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{mode}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    (h, j)
+}
+
+/// Downloads a returned absolute URL with the same user's Basic auth.
+async fn fetch(h: &Harness, url: &str) -> Vec<u8> {
+    assert!(url.starts_with(&h.url("/v1/media/")), "{url}");
+    let r = h.http.get(url).basic_auth(USER, Some(PASS));
+    let r = r.send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap().to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_stdlib_xmlrpc_client() {
+    let data = payload(3 * 1024 * 1024 + 7, 21);
+    let want = sha256(&data);
+    let (h, j) = run(Path::new("python3"), "stdlib", &data).await;
+    for key in ["upload", "mw"] {
+        let m = &j[key];
+        assert_eq!(m["id"], m["attachment_id"], "{key}");
+        assert_eq!(m["metadata"]["sha256"], want.as_str(), "{key}");
+        let got = fetch(&h, m["url"].as_str().unwrap()).await;
+        assert_eq!(sha256(&got), want, "{key}");
+    }
+    assert_eq!(j["upload"]["file"], "stdlib.bin");
+    assert_eq!(j["upload"]["type"], "application/octet-stream");
+    assert_eq!(j["mw"]["type"], "image/jpeg");
+    let methods: Vec<&str> = j["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(methods.contains(&"wp.uploadFile") && methods.contains(&"system.multicall"));
+    assert_eq!(
+        j["bad_login"],
+        serde_json::json!([403, "Incorrect username or password."])
+    );
+    assert_eq!(j["unknown"][0], -32601);
+    assert!(j["multicall"][0]
+        .as_str()
+        .unwrap()
+        .contains("attachment_id"));
+    assert_eq!(j["multicall"][1]["attachment_id"], j["upload"]["id"]);
+    // The rejected call left nothing: the two uploads only.
+    assert_eq!(h.list_all().await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_wordpress_xmlrpc_client() {
+    let Some(py) = venv_python("wordpress_xmlrpc") else {
+        return;
+    };
+    let data = payload(2 * 1024 * 1024 + 1, 22);
+    let want = sha256(&data);
+    let (h, j) = run(&py, "wordpress", &data).await;
+    let up = &j["upload"];
+    assert_eq!(up["file"], "wordpress.jpg");
+    assert_eq!(up["type"], "image/jpeg");
+    let got = fetch(&h, up["url"].as_str().unwrap()).await;
+    assert_eq!(sha256(&got), want);
+    let item = &j["item"];
+    assert_eq!(item["id"], up["id"]);
+    assert_eq!(item["link"], up["url"]);
+    assert_eq!(item["title"], "wordpress.jpg");
+    assert_eq!(item["parent"], 0);
+    assert_eq!(item["metadata"]["sha256"], want.as_str());
+    assert!(item["date_created"].as_str().unwrap().starts_with("20"));
+    assert_eq!(j["library"], serde_json::json!([up["id"]]));
+    assert_eq!(j["bad_login"], "Incorrect username or password.");
+    assert_eq!(h.list_all().await.len(), 1);
+}

@@ -1,0 +1,95 @@
+"""Drives `POST /xmlrpc` of a running bulkwire server with real XML-RPC
+clients and prints one JSON object of what they saw; the Rust test
+(crates/bulkwire-server/tests/xmlrpc_clients.rs) checks it and downloads
+each upload back by its URL.
+
+usage: xmlrpc_clients.py stdlib|wordpress URL USER PASSWORD FILE
+
+- stdlib: Python's own xmlrpc.client (ServerProxy, Binary, MultiCall).
+- wordpress: python-wordpress-xmlrpc (PyPI), as its users call it.
+"""
+import json
+import sys
+import xmlrpc.client
+
+
+def fault_of(f):
+    try:
+        f()
+    except xmlrpc.client.Fault as e:
+        return [e.faultCode, e.faultString]
+    return None
+
+
+def stdlib(url, user, pw, data):
+    proxy = xmlrpc.client.ServerProxy(url)
+    out = {}
+    struct = {
+        "name": "stdlib.bin",
+        "type": "application/octet-stream",
+        "bits": xmlrpc.client.Binary(data),
+        "overwrite": True,
+    }
+    out["upload"] = proxy.wp.uploadFile(1, user, pw, struct)
+    struct["name"] = "mw.jpg"
+    struct["type"] = "image/jpeg"
+    out["mw"] = proxy.metaWeblog.newMediaObject(1, user, pw, struct)
+    out["methods"] = proxy.system.listMethods()
+    out["bad_login"] = fault_of(lambda: proxy.wp.uploadFile(1, user, "wrong", struct))
+    out["unknown"] = fault_of(lambda: proxy.wp.getPosts(1, user, pw))
+    mc = xmlrpc.client.MultiCall(proxy)
+    mc.system.methodHelp("wp.getMediaItem")
+    mc.wp.getMediaItem(1, user, pw, out["upload"]["id"])
+    out["multicall"] = list(mc())
+    return out
+
+
+def wordpress(url, user, pw, data):
+    # python-wordpress-xmlrpc 2.3 uses collections.Iterable, which moved to
+    # collections.abc in Python 3.10; its list results need it back.
+    import collections
+    import collections.abc
+
+    collections.Iterable = collections.abc.Iterable
+    from wordpress_xmlrpc import Client
+    from wordpress_xmlrpc.exceptions import InvalidCredentialsError
+    from wordpress_xmlrpc.methods import media
+
+    out = {}
+    client = Client(url, user, pw)
+    up = {
+        "name": "wordpress.jpg",
+        "type": "image/jpeg",
+        "bits": xmlrpc.client.Binary(data),
+        "overwrite": True,
+    }
+    out["upload"] = client.call(media.UploadFile(up))
+    item = client.call(media.GetMediaItem(out["upload"]["id"]))
+    out["item"] = {
+        "id": item.id,
+        "link": item.link,
+        "title": item.title,
+        "parent": item.parent,
+        "metadata": item.metadata,
+        "date_created": item.date_created.isoformat(),
+    }
+    lib = client.call(media.GetMediaLibrary({"mime_type": "image/jpeg"}))
+    out["library"] = [m.id for m in lib]
+    try:
+        Client(url, user, "wrong").call(media.UploadFile(up))
+        out["bad_login"] = None
+    except InvalidCredentialsError as e:
+        out["bad_login"] = str(e)
+    return out
+
+
+def main():
+    mode, url, user, pw, path = sys.argv[1:6]
+    with open(path, "rb") as f:
+        data = f.read()
+    run = {"stdlib": stdlib, "wordpress": wordpress}[mode]
+    print(json.dumps(run(url, user, pw, data), default=str))
+
+
+if __name__ == "__main__":
+    main()
