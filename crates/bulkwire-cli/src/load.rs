@@ -16,9 +16,10 @@ enum Scenario {
     Formdata,
     /// The --file bytes as the body, sent as --content-type.
     Raw,
-    /// XML-RPC (not yet: waits for the bulkwire-xmlrpc templates).
+    /// XML-RPC `wp.uploadFile` of --file named --filename; --user goes in
+    /// the call.
     Xmlrpc,
-    /// MTOM/XOP (not yet: waits for the bulkwire-xop templates).
+    /// SOAP `upload` with --file as an MTOM/XOP attachment; --user is Basic.
     Mtom,
 }
 
@@ -38,7 +39,8 @@ pub struct Args {
     /// Filename of the file parts; may use {seq} and {uuid}.
     #[arg(long)]
     filename: Option<String>,
-    /// Content type of the file parts (formdata) or of the body (raw).
+    /// Content type of the file parts (formdata), of the body (raw), the
+    /// `type` member (xmlrpc) or the attachment (mtom).
     #[arg(long)]
     content_type: Option<String>,
     /// A text field `name=value`; the value may use {seq} and {uuid}.
@@ -50,7 +52,7 @@ pub struct Args {
     /// Bearer token for `Authorization`.
     #[arg(long, conflicts_with = "user")]
     token: Option<String>,
-    /// `user:password` for Basic auth.
+    /// `user:password` for Basic auth (xmlrpc: username and password params).
     #[arg(long)]
     user: Option<String>,
     /// Open loop at this arrival rate (`2000/s`, `120/m`); closed loop without.
@@ -130,9 +132,8 @@ fn options(a: Args) -> Result<Options, String> {
     let kind = match a.scenario {
         Scenario::Formdata => ScenarioKind::FormData,
         Scenario::Raw => ScenarioKind::Raw,
-        Scenario::Xmlrpc | Scenario::Mtom => {
-            return Err("the xmlrpc and mtom scenarios are not available yet".into())
-        }
+        Scenario::Xmlrpc => ScenarioKind::Xmlrpc,
+        Scenario::Mtom => ScenarioKind::Mtom,
     };
     let dur = |s: &str| parse_duration(s).map_err(|e| e.to_string());
     let mut o = Options::new(&a.url, kind);

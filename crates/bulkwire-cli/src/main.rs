@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod build;
 mod load;
 mod parse;
@@ -28,6 +29,10 @@ enum Command {
     Serve(serve::Args),
     /// Load-test an upload endpoint (see the README's "Load tool" section).
     Load(Box<load::Args>),
+    /// Measure a server: memory and time against size, latency at a fixed
+    /// rate (see the README's "Benchmarks" section).
+    #[command(subcommand)]
+    Bench(bench::Command),
 }
 
 fn main() -> ExitCode {
@@ -37,5 +42,6 @@ fn main() -> ExitCode {
         Command::Build(a) => build::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Load(a) => load::run(*a),
+        Command::Bench(c) => bench::run(c),
     }
 }

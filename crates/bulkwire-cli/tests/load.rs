@@ -168,5 +168,19 @@ fn bad_arguments_exit_1_with_a_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("rate \"fast\""));
     let out = bulkwire(&["load", "http://127.0.0.1:1/", "--scenario", "mtom"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not available yet"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the mtom scenario takes one --file"));
+    let file = std::env::temp_dir().join(format!("bulkwire-cli-load-{}.bin", std::process::id()));
+    std::fs::write(&file, b"abc").unwrap();
+    let f = file.to_str().unwrap();
+    let out = bulkwire(&[
+        "load",
+        "http://127.0.0.1:1/",
+        "--scenario",
+        "xmlrpc",
+        "--file",
+        f,
+    ]);
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --user"));
 }

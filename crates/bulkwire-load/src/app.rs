@@ -8,7 +8,9 @@ use crate::memory::{Source, Watcher};
 use crate::output::{progress_line, table};
 use crate::pattern::Pattern;
 use crate::runner::{self, Mode, Plan, Report};
-use crate::scenario::{load_file, FileSpec, FormData, Raw, Scenario};
+use crate::scenario::{
+    load_file, FileSpec, FormData, Mtom, Raw, Scenario, SoapUpload, UploadCall, XmlRpc,
+};
 use crate::stats::Live;
 use crate::target::Target;
 use crate::threshold::{Threshold, ThresholdResult};
@@ -23,6 +25,10 @@ use std::time::Duration;
 pub enum ScenarioKind {
     FormData,
     Raw,
+    /// `wp.uploadFile` with the file as `bits`; `--user` goes in the call.
+    Xmlrpc,
+    /// SOAP `upload` with the file as an MTOM attachment; `--user` is Basic.
+    Mtom,
 }
 
 /// Everything `bulkwire load` takes.
@@ -142,6 +148,8 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
     match (&opts.token, &opts.user) {
         (Some(_), Some(_)) => return Err(Error::config("give --token or --user, not both")),
         (Some(t), None) => drop(target.bearer(t)?),
+        // XML-RPC carries the credentials in the call, as WordPress does.
+        (None, Some(_)) if opts.scenario == ScenarioKind::Xmlrpc => {}
         (None, Some(u)) => drop(target.basic(u)?),
         (None, None) => {}
     }
@@ -198,7 +206,55 @@ fn scenario(opts: &Options) -> Result<Arc<dyn Scenario>> {
             Ok(Arc::new(Raw::new(data, opts.content_type.as_deref())))
         }
         ScenarioKind::FormData => Ok(Arc::new(form(opts)?)),
+        ScenarioKind::Xmlrpc => {
+            let (name, data) = one_file(opts, "xmlrpc")?;
+            let user = opts.user.as_deref().ok_or_else(|| {
+                Error::config("the xmlrpc scenario needs --user NAME:PASSWORD (sent in the call)")
+            })?;
+            let (u, p) = user.split_once(':').unwrap_or((user, ""));
+            let mut call = UploadCall::new(u, p, name, data);
+            if let Some(ct) = &opts.content_type {
+                call.content_type.clone_from(ct);
+            }
+            Ok(Arc::new(XmlRpc::new(&call)?))
+        }
+        ScenarioKind::Mtom => {
+            let (name, data) = one_file(opts, "mtom")?;
+            let mut up = SoapUpload::new(name, data);
+            if let Some(ct) = &opts.content_type {
+                up.content_type.clone_from(ct);
+            }
+            Ok(Arc::new(Mtom::new(&up)?))
+        }
     }
+}
+
+/// The one `--file` of an upload call and its filename pattern (default:
+/// the file's own name).
+fn one_file(opts: &Options, scenario: &str) -> Result<(Pattern, bytes::Bytes)> {
+    let [path] = &opts.files[..] else {
+        return Err(Error::config(format!(
+            "the {scenario} scenario takes one --file"
+        )));
+    };
+    if !opts.fields.is_empty() {
+        return Err(Error::config(format!(
+            "the {scenario} scenario has no fields; the name comes from --filename"
+        )));
+    }
+    let name = match &opts.filename {
+        Some(f) => Pattern::parse(f)?,
+        None => Pattern::parse(&default_name(path))?,
+    };
+    Ok((name, load_file(path, &opts.limits)?))
+}
+
+/// A file's own name, braces escaped so it is taken literally.
+fn default_name(path: &std::path::Path) -> String {
+    let name = path
+        .file_name()
+        .map_or("file".into(), |n| n.to_string_lossy());
+    name.replace('{', "{{").replace('}', "}}")
 }
 
 fn form(opts: &Options) -> Result<FormData> {
@@ -222,13 +278,7 @@ fn form(opts: &Options) -> Result<FormData> {
     }
     let mut files = Vec::new();
     for path in &opts.files {
-        let default = || {
-            let name = path
-                .file_name()
-                .map_or("file".into(), |n| n.to_string_lossy());
-            name.replace('{', "{{").replace('}', "}}")
-        };
-        let filename = opts.filename.clone().unwrap_or_else(default);
+        let filename = opts.filename.clone().unwrap_or_else(|| default_name(path));
         files.push(FileSpec {
             field: opts.file_field.clone(),
             filename: Pattern::parse(&filename)?,

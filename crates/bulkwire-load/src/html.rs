@@ -155,10 +155,11 @@ fn tick(v: f64) -> String {
 }
 
 /// A named, coloured series of points.
-type Series<'a> = (&'a str, &'a str, &'a [(f64, f64)]);
+pub type Series<'a> = (&'a str, &'a str, &'a [(f64, f64)]);
 
-/// A line plot of several series sharing axes.
-fn lines(xlabel: &str, ylabel: &str, series: &[Series<'_>], from_zero: bool) -> String {
+/// A line plot of several series sharing axes, as a standalone `<svg>`
+/// (or a `<p>` saying there is no data). `from_zero`: the x axis starts at 0.
+pub fn lines(xlabel: &str, ylabel: &str, series: &[Series<'_>], from_zero: bool) -> String {
     let all = series.iter().flat_map(|s| s.2.iter());
     let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
     for &(x, y) in all {
@@ -198,9 +199,9 @@ fn lines(xlabel: &str, ylabel: &str, series: &[Series<'_>], from_zero: bool) -> 
     o
 }
 
-/// Horizontal box plots: whiskers min..p99, box p25..p75, median line,
-/// max as a dot.
-fn boxes(views: &[(&str, &Latency)]) -> String {
+/// Horizontal box plots as a standalone `<svg>`: whiskers min..p99, box
+/// p25..p75, median line, max as a dot.
+pub fn boxes(views: &[(&str, &Latency)]) -> String {
     let y1 = views
         .iter()
         .map(|v| v.1.max_ms)

@@ -14,10 +14,15 @@
 //!   [`threshold`]: pass/fail criteria; [`output`] and [`html`]: table,
 //!   progress line, HTML report with SVG plots.
 //!
+//! - [`bench`]: `bulkwire bench sweep` (server memory and time against
+//!   payload size, per format) and `bulkwire bench latency` (percentiles at
+//!   a fixed rate), starting `bulkwire serve` or a peer server themselves.
+//!
 //! Everything kept is bounded by [`Limits`].
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod bench;
 pub mod body;
 mod error;
 pub mod html;

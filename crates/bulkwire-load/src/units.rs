@@ -1,5 +1,6 @@
-//! Parsing of durations (`10s`, `500ms`, `2m`, `1.5s`, `250us`) and rates
-//! (`2000/s`, `2000`, `120/m`) as given on the command line.
+//! Parsing of durations (`10s`, `500ms`, `2m`, `1.5s`, `250us`), rates
+//! (`2000/s`, `2000`, `120/m`) and sizes (`64KiB`, `1MB`, `512`) as given on
+//! the command line.
 
 use crate::error::{Error, Result};
 use std::time::Duration;
@@ -58,6 +59,37 @@ pub fn parse_rate(text: &str) -> Result<f64> {
     Ok(r)
 }
 
+/// A size in bytes: `B` (or none), binary `KiB`/`MiB`/`GiB` (also `K`,
+/// `M`, `G`), decimal `kB`/`MB`/`GB`.
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: f64 = match unit {
+        "" | "B" => 1.0,
+        "K" | "k" | "KiB" | "kiB" => 1024.0,
+        "kB" | "KB" => 1e3,
+        "M" | "MiB" => 1024.0 * 1024.0,
+        "MB" => 1e6,
+        "G" | "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "GB" => 1e9,
+        _ => {
+            return Err(Error::config(format!(
+                "size {text:?}: unknown unit {unit:?} (B, KiB, MiB, GiB, kB, MB, GB)"
+            )))
+        }
+    };
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| Error::config(format!("size {text:?}: not a number")))?;
+    let v = (n * mult).round();
+    if !(0.0..=1e15).contains(&v) {
+        return Err(Error::config(format!("size {text:?} out of range")));
+    }
+    Ok(v as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +113,18 @@ mod tests {
         assert_eq!(parse_rate("120/m").unwrap(), 2.0);
         for bad in ["0/s", "x/s", "5/d", "-3"] {
             assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64KiB").unwrap(), 65_536);
+        assert_eq!(parse_size("64k").unwrap(), 65_536);
+        assert_eq!(parse_size("140kB").unwrap(), 140_000);
+        assert_eq!(parse_size("1.5MiB").unwrap(), 1_572_864);
+        assert_eq!(parse_size("512").unwrap(), 512);
+        for bad in ["", "KiB", "1x", "-1", "1e30"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
         }
     }
 }

@@ -166,12 +166,31 @@ impl BodyReader {
     /// the error instead of a reset connection. Not done when the client
     /// waits for `100 Continue` and got none: its body never comes.
     pub async fn drain(&mut self) {
+        let l = &self.state.config.limits;
+        let total = l.idle_timeout().min(Duration::from_secs(5));
+        self.discard(l.drain_bytes, total).await;
+    }
+
+    /// After a fault that the protocol delivers in a normal response (XML-RPC
+    /// answers everything with HTTP 200, as WordPress does): reads and
+    /// discards the rest of the body, up to `body_bytes` and as long as data
+    /// keeps coming within the idle timeout. Clients such as Python's
+    /// `xmlrpc.client` send the whole request before reading the answer, so
+    /// closing early would give them a broken pipe instead of the fault.
+    /// Nothing is kept: the cost is the bandwidth of an accepted upload.
+    pub async fn drain_to_end(&mut self) {
+        let l = &self.state.config.limits;
+        let total = l.idle_timeout().max(Duration::from_secs(3600));
+        self.discard(l.body_bytes, total).await;
+    }
+
+    async fn discard(&mut self, max_bytes: u64, total: Duration) {
         if self.done || (self.expects_continue && !self.polled) {
             return;
         }
         let l = &self.state.config.limits;
-        let deadline = Instant::now() + l.idle_timeout().min(Duration::from_secs(5));
-        let mut left = l.drain_bytes;
+        let deadline = Instant::now() + total;
+        let mut left = max_bytes;
         let idle = l.idle_timeout();
         while left > 0 && !self.done {
             let wait = deadline.saturating_duration_since(Instant::now()).min(idle);

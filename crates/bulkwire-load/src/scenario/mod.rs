@@ -7,11 +7,15 @@
 //! is copied per request, and the list is written with vectored I/O.
 //!
 //! One module per format: [`formdata`] (RFC 7578 via
-//! `bulkwire_multipart::Template`) and [`raw`]. XML-RPC and MTOM plug in the
-//! same way once their codec crates have templates.
+//! `bulkwire_multipart::Template`), [`xmlrpc`] (WordPress's `wp.uploadFile`,
+//! the base64 text encoded once), [`mtom`] (SOAP upload with an XOP
+//! attachment) and [`raw`].
 
 pub mod formdata;
+pub mod mtom;
 pub mod raw;
+mod slot;
+pub mod xmlrpc;
 
 use crate::error::{Error, Result};
 use crate::limits::{LimitKind, Limits};
@@ -20,7 +24,9 @@ use bytes::Bytes;
 use std::path::Path;
 
 pub use formdata::{FileSpec, FormData};
+pub use mtom::{Mtom, SoapUpload};
 pub use raw::Raw;
+pub use xmlrpc::{UploadCall, XmlRpc};
 
 /// One request's body: segments in order and their total length.
 #[derive(Debug, Clone, Default)]

@@ -42,6 +42,8 @@ pub struct Seen {
     pub fields: Vec<(String, String)>,
     pub files: Vec<FileSeen>,
     pub parse_error: Option<String>,
+    /// An XML-RPC call or an MTOM message, parsed back with the codecs.
+    pub xml: Option<XmlSeen>,
 }
 
 impl Seen {
@@ -177,6 +179,7 @@ async fn record(at: Instant, req: Request<Incoming>) -> Seen {
         .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("?").to_owned()))
         .collect();
     let mut parts = PartsSeen::new(&content_type);
+    let mut xml = XmlParser::new(&content_type);
     let mut whole = Sha256::new();
     let mut len = 0u64;
     let mut body = req.into_body();
@@ -187,8 +190,10 @@ async fn record(at: Instant, req: Request<Incoming>) -> Seen {
         whole.update(&data);
         len += data.len() as u64;
         parts.feed(&data, false);
+        xml.feed(&data, false);
     }
     parts.feed(&[], true);
+    xml.feed(&[], true);
     Seen {
         at,
         content_type,
@@ -198,7 +203,8 @@ async fn record(at: Instant, req: Request<Incoming>) -> Seen {
         sha256: hex::encode(whole.finalize()),
         fields: parts.fields,
         files: parts.files,
-        parse_error: parts.error,
+        parse_error: parts.error.or(xml.error.clone()),
+        xml: xml.finish(),
     }
 }
 
@@ -224,9 +230,11 @@ struct Current {
 
 impl PartsSeen {
     fn new(content_type: &str) -> PartsSeen {
-        let parser = content_type
-            .starts_with("multipart/")
-            .then(|| Parser::from_content_type(content_type, Limits::default()).unwrap());
+        // MTOM is multipart too, but its parts are parsed by `XmlParser`.
+        let multipart =
+            content_type.starts_with("multipart/") && !content_type.contains("application/xop+xml");
+        let parser =
+            multipart.then(|| Parser::from_content_type(content_type, Limits::default()).unwrap());
         PartsSeen {
             parser,
             fields: Vec::new(),
@@ -318,4 +326,149 @@ pub fn payload_file(name: &str, len: usize) -> (std::path::PathBuf, Vec<u8>) {
 
 pub fn sha(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
+}
+
+/// What an XML-RPC call or an MTOM upload carried, as the codecs parse it.
+#[derive(Debug, Clone, Default)]
+pub struct XmlSeen {
+    /// `wp.uploadFile`, or `soap` for an MTOM message.
+    pub method: String,
+    /// XML-RPC: blog_id, username, password.
+    pub blog_id: Option<i64>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// `name` and `type` members, or `name` and `contentType` elements.
+    pub name: Option<String>,
+    pub content_type: Option<String>,
+    /// The file: decoded length and SHA-256 (hashed as it streams).
+    pub len: u64,
+    pub sha256: String,
+    /// MTOM: the file came as an attachment, not inline.
+    pub attachment: bool,
+}
+
+/// Hashes each MTOM binary as the parser streams it.
+#[derive(Default)]
+struct XopSha {
+    sha: Sha256,
+    len: u64,
+}
+
+impl bulkwire_xop::Sink for XopSha {
+    type Output = (u64, String);
+    fn begin(&mut self, _: &bulkwire_xop::BinaryInfo<'_>) -> std::io::Result<()> {
+        *self = XopSha::default();
+        Ok(())
+    }
+    fn write(&mut self, d: &[u8]) -> std::io::Result<()> {
+        self.sha.update(d);
+        self.len += d.len() as u64;
+        Ok(())
+    }
+    fn finish(&mut self) -> std::io::Result<(u64, String)> {
+        let sha = std::mem::take(&mut self.sha);
+        Ok((self.len, hex::encode(sha.finalize())))
+    }
+}
+
+enum XmlCodec {
+    None,
+    Rpc(Box<bulkwire_xmlrpc::Parser<bulkwire_xmlrpc::Sha256Sink>>),
+    Xop(Box<bulkwire_xop::Parser<XopSha>>),
+}
+
+/// Streams a `text/xml` body through `bulkwire_xmlrpc` and an MTOM body
+/// through `bulkwire_xop`.
+struct XmlParser {
+    codec: XmlCodec,
+    error: Option<String>,
+}
+
+impl XmlParser {
+    fn new(content_type: &str) -> XmlParser {
+        let codec = if content_type.starts_with("text/xml") {
+            let limits = bulkwire_xmlrpc::Limits::default();
+            XmlCodec::Rpc(Box::new(bulkwire_xmlrpc::Parser::new(
+                limits,
+                Default::default(),
+            )))
+        } else if content_type.contains("application/xop+xml") {
+            let ns = "urn:bulkwire:media";
+            let select = bulkwire_xop::Select::new()
+                .binary(&format!("/Envelope/Body/{{{ns}}}upload/data"))
+                .and_then(|s| s.text(&format!("/Envelope/Body/{{{ns}}}upload/name")))
+                .and_then(|s| s.text(&format!("/Envelope/Body/{{{ns}}}upload/contentType")))
+                .unwrap();
+            let limits = bulkwire_xop::Limits::default();
+            XmlCodec::Xop(Box::new(
+                bulkwire_xop::Parser::new(content_type, select, limits, XopSha::default()).unwrap(),
+            ))
+        } else {
+            XmlCodec::None
+        };
+        XmlParser { codec, error: None }
+    }
+
+    fn feed(&mut self, data: &[u8], is_last: bool) {
+        if self.error.is_some() {
+            return;
+        }
+        let r = match &mut self.codec {
+            XmlCodec::None => Ok(()),
+            XmlCodec::Rpc(p) => p.feed(data, is_last).map_err(|e| e.to_string()),
+            XmlCodec::Xop(p) => p.feed(data, is_last).map_err(|e| e.to_string()),
+        };
+        if let Err(e) = r {
+            self.error = Some(e);
+        }
+    }
+
+    fn finish(self) -> Option<XmlSeen> {
+        if self.error.is_some() {
+            return None;
+        }
+        match self.codec {
+            XmlCodec::None => None,
+            XmlCodec::Rpc(p) => Some(rpc_seen(p.finish().unwrap().0)),
+            XmlCodec::Xop(p) => Some(xop_seen(p.finish().unwrap())),
+        }
+    }
+}
+
+fn rpc_seen(m: bulkwire_xmlrpc::Message<bulkwire_xmlrpc::Digested>) -> XmlSeen {
+    use bulkwire_xmlrpc::Value;
+    let call = m.into_call().expect("a methodCall");
+    let p = &call.params;
+    let s = |v: Option<&Value<_>>| v.and_then(Value::as_str).map(str::to_owned);
+    let st = p.get(3);
+    let bits = st
+        .and_then(|v| v.get("bits"))
+        .and_then(Value::as_base64)
+        .expect("bits");
+    XmlSeen {
+        method: call.method.clone(),
+        blog_id: p.first().and_then(Value::as_i64),
+        username: s(p.get(1)),
+        password: s(p.get(2)),
+        name: s(st.and_then(|v| v.get("name"))),
+        content_type: s(st.and_then(|v| v.get("type"))),
+        len: bits.len,
+        sha256: hex::encode(bits.sha256),
+        attachment: false,
+    }
+}
+
+fn xop_seen(m: bulkwire_xop::Message<(u64, String)>) -> XmlSeen {
+    let data = m.binary("/Envelope/Body/upload/data").expect("data");
+    XmlSeen {
+        method: "soap".into(),
+        name: m.field("/Envelope/Body/upload/name").map(str::to_owned),
+        content_type: m
+            .field("/Envelope/Body/upload/contentType")
+            .map(str::to_owned),
+        len: data.output.0,
+        sha256: data.output.1.clone(),
+        attachment: data.cid.is_some(),
+        ..XmlSeen::default()
+    }
 }

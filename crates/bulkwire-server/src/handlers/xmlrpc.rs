@@ -455,8 +455,12 @@ async fn finish(
         Failure::Api(e) => Some(e.kind),
         Failure::Fault(_) => None,
     };
-    if !matches!(api_kind, Some(Kind::Timeout | Kind::Aborted)) {
-        reader.drain().await;
+    match api_kind {
+        Some(Kind::Timeout | Kind::Aborted) => {}
+        // Over a limit or out of room: the body is not read further than
+        // the usual bounded drain.
+        Some(Kind::Limit | Kind::Busy) => reader.drain().await,
+        _ => reader.drain_to_end().await,
     }
     if outcome == Outcome::Failed {
         tracing::warn!(error = ?f, "xml-rpc upload failed");
