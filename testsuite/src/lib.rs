@@ -2,7 +2,8 @@
 //! python-multipart `.yaml` expectations and splitting captured HTTP requests
 //! into head and (de-chunked) body.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// `testsuite/vectors/<rel>`.
 pub fn vector_path(rel: &str) -> PathBuf {
@@ -168,4 +169,45 @@ pub fn capture_names() -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// The Python of one venv shared by every client test of the workspace:
+/// `tmp/py-venv` (pass the test's `CARGO_TARGET_TMPDIR`) with the packages
+/// of `testsuite/py/requirements.txt`, made or completed on first use.
+/// `None` (the caller skips, with the reason printed) only when `python3`
+/// is missing or pip cannot install from PyPI; `imports` (e.g.
+/// `"requests, zeep"`) must import afterwards.
+pub fn python_venv(tmp: &Path, imports: &str) -> Option<PathBuf> {
+    let runs = |c: &mut Command| c.status().is_ok_and(|s| s.success());
+    if !runs(
+        Command::new("python3")
+            .arg("--version")
+            .stdout(Stdio::null()),
+    ) {
+        eprintln!("SKIP: python3 is not installed");
+        return None;
+    }
+    let venv = tmp.join("py-venv");
+    let py = venv.join("bin/python");
+    let has = |py: &Path| runs(Command::new(py).args(["-c", &format!("import {imports}")]));
+    if py.exists() && has(&py) {
+        return Some(py);
+    }
+    if !py.exists() {
+        let made = runs(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+        assert!(made, "python3 -m venv failed");
+    }
+    let req = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("py/requirements.txt");
+    let pip = runs(
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check", "-r"])
+            .arg(&req),
+    );
+    if !pip || !has(&py) {
+        eprintln!(
+            "SKIP: pip could not install {imports} from PyPI (testsuite/py/requirements.txt)"
+        );
+        return None;
+    }
+    Some(py)
 }

@@ -222,36 +222,8 @@ fn curl_form_and_put_round_trip_by_sha256() {
     assert_eq!(r.stdout, data[100..200]);
 }
 
-/// A venv under target/ with testsuite/py/requirements.txt; `None` (test
-/// skipped) only when pip cannot install from PyPI.
 fn python_with_requests() -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-venv");
-    let py = venv.join("bin/python");
-    let has = |py: &Path| {
-        Command::new(py)
-            .args(["-c", "import requests"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if py.exists() && has(&py) {
-        return Some(py);
-    }
-    let ok = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "python3 -m venv failed");
-    let req = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testsuite/py/requirements.txt");
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "-q", "--disable-pip-version-check", "-r"])
-        .arg(&req)
-        .status();
-    if !pip.is_ok_and(|s| s.success()) || !has(&py) {
-        eprintln!("SKIP: pip could not install python-requests from PyPI");
-        return None;
-    }
-    Some(py)
+    bulkwire_testsuite::python_venv(Path::new(env!("CARGO_TARGET_TMPDIR")), "requests")
 }
 
 #[test]

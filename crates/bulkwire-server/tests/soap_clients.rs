@@ -48,10 +48,6 @@ fn have(cmd: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn ok(cmd: &mut Command) -> bool {
-    cmd.status().is_ok_and(|s| s.success())
-}
-
 /// Runs a client without blocking the server's runtime.
 async fn run(mut cmd: Command) -> Output {
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
@@ -133,32 +129,8 @@ fn assert_mtom(sent: u64, len: usize) {
     );
 }
 
-/// The venv under target/ with testsuite/py/requirements.txt (shared with
-/// the CLI tests); `None` when python3 is missing or PyPI unreachable.
 fn python_with_zeep() -> Option<PathBuf> {
-    if !have("python3") {
-        eprintln!("SKIP: python3 is not installed");
-        return None;
-    }
-    let venv = tmp().join("py-venv");
-    let py = venv.join("bin/python");
-    let has = |py: &Path| ok(Command::new(py).args(["-c", "import requests, zeep"]));
-    if py.exists() && has(&py) {
-        return Some(py);
-    }
-    assert!(
-        ok(Command::new("python3").args(["-m", "venv"]).arg(&venv)),
-        "python3 -m venv failed"
-    );
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "-q", "--disable-pip-version-check", "-r"])
-        .arg(repo("testsuite/py/requirements.txt"))
-        .status();
-    if !pip.is_ok_and(|s| s.success()) || !has(&py) {
-        eprintln!("SKIP: pip could not install zeep from PyPI");
-        return None;
-    }
-    Some(py)
+    bulkwire_testsuite::python_venv(tmp(), "requests, zeep")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

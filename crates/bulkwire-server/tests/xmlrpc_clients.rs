@@ -21,39 +21,8 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testsuite/py/xmlrpc_clients.py")
 }
 
-/// The venv of testsuite/py/requirements.txt under target/, made or
-/// completed on first use; `None` (test skipped) only when pip cannot
-/// install from PyPI.
 fn venv_python(module: &str) -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-venv");
-    let py = venv.join("bin/python");
-    let has = |py: &Path| {
-        Command::new(py)
-            .args(["-c", &format!("import {module}")])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if py.exists() && has(&py) {
-        return Some(py);
-    }
-    if !py.exists() {
-        let ok = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "python3 -m venv failed");
-    }
-    let req = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testsuite/py/requirements.txt");
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "-q", "--disable-pip-version-check", "-r"])
-        .arg(&req)
-        .status();
-    if !pip.is_ok_and(|s| s.success()) || !has(&py) {
-        eprintln!("SKIP: pip could not install {module} from PyPI (testsuite/py/requirements.txt)");
-        return None;
-    }
-    Some(py)
+    bulkwire_testsuite::python_venv(Path::new(env!("CARGO_TARGET_TMPDIR")), module)
 }
 
 /// Runs the script in `mode` against a fresh server; returns the server

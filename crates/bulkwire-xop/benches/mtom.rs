@@ -4,42 +4,13 @@
 //! run. Target: parse ≤ 1.10 × memmem. (The 1 GiB case is in
 //! `examples/time_mtom.rs`, behind `BULKWIRE_GIB=1`.)
 
-use bulkwire_xop::{build, CountingSink, Limits, Parser, Select, SoapVersion};
+use bulkwire_xop::testutil::upload_message as message;
+use bulkwire_xop::{CountingSink, Limits, Parser, Select};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use memchr::memmem::Finder;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn payload(len: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut v = Vec::with_capacity(len);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
-
-fn message(len: usize) -> (String, Vec<u8>) {
-    let env = format!(
-        "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body>\
-         <m:upload xmlns:m=\"urn:bulkwire:media\"><name>big.bin</name><data>{}</data>\
-         </m:upload></s:Body></s:Envelope>",
-        build::include_element("big@bulkwire")
-    );
-    let mut b = build::Builder::new(SoapVersion::Soap11);
-    b.envelope(env)
-        .bytes("big@bulkwire", "application/octet-stream", payload(len));
-    let body = b.finish().expect("build");
-    (
-        body.content_type().to_owned(),
-        body.to_vec().expect("in memory"),
-    )
-}
 
 fn parse(ct: &str, select: &Arc<Select>, body: &[u8], chunk: usize) -> u64 {
     let mut p = Parser::new(

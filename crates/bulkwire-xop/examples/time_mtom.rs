@@ -7,7 +7,8 @@
 //! parse takes a fifth of a millisecond and best-of-5 of that is noise);
 //! `BULKWIRE_GIB=1` adds a 1 GiB run. `CHUNK` sets the feed size (64 KiB).
 
-use bulkwire_xop::{build, CountingSink, Limits, Parser, Select, SoapVersion};
+use bulkwire_xop::testutil::upload_message as message;
+use bulkwire_xop::{CountingSink, Limits, Parser, Select};
 use std::time::Instant;
 
 fn best(reps: usize, mut f: impl FnMut()) -> f64 {
@@ -18,37 +19,6 @@ fn best(reps: usize, mut f: impl FnMut()) -> f64 {
             t.elapsed().as_secs_f64() * 1e3
         })
         .fold(f64::INFINITY, f64::min)
-}
-
-/// Pseudo-random bytes (xorshift), so the scan sees no easy patterns.
-fn payload(len: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut v = Vec::with_capacity(len);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
-
-fn message(len: usize) -> (String, Vec<u8>) {
-    let env = format!(
-        "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body>\
-         <m:upload xmlns:m=\"urn:bulkwire:media\"><name>big.bin</name><data>{}</data>\
-         </m:upload></s:Body></s:Envelope>",
-        build::include_element("big@bulkwire")
-    );
-    let mut b = build::Builder::new(SoapVersion::Soap11);
-    b.envelope(env)
-        .bytes("big@bulkwire", "application/octet-stream", payload(len));
-    let body = b.finish().expect("build");
-    (
-        body.content_type().to_owned(),
-        body.to_vec().expect("in memory"),
-    )
 }
 
 fn run(len: usize, reps: usize, chunk: usize) {

@@ -96,3 +96,43 @@ pub fn run_bytewise(parser: Parser<RecordingSink>, body: &[u8]) -> Outcome {
 }
 
 pub use bulkwire_multipart::testutil::random_splits;
+
+/// Pseudo-random bytes (xorshift), so a boundary scan sees no easy
+/// patterns; the benches' attachment.
+pub fn xorshift_payload(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// A SOAP 1.1 MTOM `upload` message with one `len`-byte attachment
+/// (`cid:big@bulkwire`, included at `/Envelope/Body/upload/data`): its
+/// Content-Type and body, for the benches and the timing example.
+pub fn upload_message(len: usize) -> (String, Vec<u8>) {
+    use crate::build;
+    use crate::message::SoapVersion;
+    let env = format!(
+        "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body>\
+         <m:upload xmlns:m=\"urn:bulkwire:media\"><name>big.bin</name><data>{}</data>\
+         </m:upload></s:Body></s:Envelope>",
+        build::include_element("big@bulkwire")
+    );
+    let mut b = build::Builder::new(SoapVersion::Soap11);
+    b.envelope(env).bytes(
+        "big@bulkwire",
+        "application/octet-stream",
+        xorshift_payload(len),
+    );
+    let body = b.finish().expect("build");
+    (
+        body.content_type().to_owned(),
+        body.to_vec().expect("in memory"),
+    )
+}
