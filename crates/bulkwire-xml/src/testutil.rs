@@ -66,6 +66,9 @@ pub type ErrorSummary = (ErrorKind, u64, Option<(LimitKind, u64)>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     pub tokens: Vec<Owned>,
+    /// The token offset of each run of text (merged text tokens): where
+    /// an error about the text points, so the same however the input is cut.
+    pub text_starts: Vec<u64>,
     pub error: Option<ErrorSummary>,
     pub peak_buffered: usize,
 }
@@ -121,6 +124,7 @@ fn own(tokens: &mut Vec<Owned>, t: Token<'_>) {
 pub fn run_split(limits: &Limits, doc: &[u8], splits: &[usize]) -> Outcome {
     let mut tk = Tokenizer::new(limits.clone());
     let mut tokens = Vec::new();
+    let mut text_starts = Vec::new();
     let mut bounds: Vec<usize> = splits.iter().copied().filter(|&s| s < doc.len()).collect();
     bounds.push(doc.len());
     let mut start = 0;
@@ -147,7 +151,14 @@ pub fn run_split(limits: &Limits, doc: &[u8], splits: &[usize]) -> Outcome {
                             own(&mut tokens, Token::Eof);
                             break 'chunks;
                         }
-                        t => own(&mut tokens, t),
+                        t => {
+                            let new_run = matches!(t, Token::Text(_))
+                                && !matches!(tokens.last(), Some(Owned::Text(_)));
+                            own(&mut tokens, t);
+                            if new_run {
+                                text_starts.push(tk.token_offset());
+                            }
+                        }
                     }
                 }
             }
@@ -156,6 +167,7 @@ pub fn run_split(limits: &Limits, doc: &[u8], splits: &[usize]) -> Outcome {
     }
     Outcome {
         tokens,
+        text_starts,
         error,
         peak_buffered: tk.peak_buffered_bytes(),
     }
@@ -194,14 +206,14 @@ pub fn xorshift(mut x: u64) -> u64 {
     x
 }
 
-/// Runs `doc` whole, byte by byte and at random splits; asserts the tokens
-/// and the error agree, and returns the whole run.
+/// Runs `doc` whole, byte by byte and at random splits; asserts the tokens,
+/// where text runs start, and the error agree, and returns the whole run.
 pub fn all_ways(limits: &Limits, doc: &[u8]) -> Outcome {
     let whole = run_whole(limits, doc);
     let bytewise = run_bytewise(limits, doc);
     assert_eq!(
-        (&bytewise.tokens, &bytewise.error),
-        (&whole.tokens, &whole.error),
+        (&bytewise.tokens, &bytewise.text_starts, &bytewise.error),
+        (&whole.tokens, &whole.text_starts, &whole.error),
         "bytewise differs for {:?}",
         String::from_utf8_lossy(doc)
     );
@@ -209,8 +221,8 @@ pub fn all_ways(limits: &Limits, doc: &[u8]) -> Outcome {
         let splits = random_splits(doc.len(), 1 + seed as usize % 9, seed);
         let got = run_split(limits, doc, &splits);
         assert_eq!(
-            (&got.tokens, &got.error),
-            (&whole.tokens, &whole.error),
+            (&got.tokens, &got.text_starts, &got.error),
+            (&whole.tokens, &whole.text_starts, &whole.error),
             "splits {splits:?} differ for {:?}",
             String::from_utf8_lossy(doc)
         );

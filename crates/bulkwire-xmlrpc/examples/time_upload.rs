@@ -4,7 +4,9 @@
 //! and 200 MiB, best of 5). `--quick` runs only the counting parse and the
 //! bare decode, once each, for instruction-count profiling under
 //! `valgrind --tool=callgrind` (compare the inclusive counts of
-//! `parse_with` and `bare_decode`).
+//! `parse_with` and `bare_decode`). `--profile N` builds the body and then
+//! only parses it N times into a counting sink, for a sampling profiler
+//! (`perf record`) that should see nothing else.
 //!
 //! For each payload size the body (base64 wrapped at 76 columns, as Python
 //! sends it) is built in memory first. Then:
@@ -142,10 +144,12 @@ fn main() {
     let mut reps = 5;
     let mut sizes = Vec::new();
     let mut quick_only = false;
+    let mut profile = 0;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => quick_only = true,
+            "--profile" => profile = it.next().expect("--profile N").parse().expect("a number"),
             "--reps" => reps = it.next().expect("--reps N").parse().expect("a number"),
             mib => sizes.push(mib.parse().expect("payload size in MiB")),
         }
@@ -154,6 +158,13 @@ fn main() {
         sizes = vec![10, 200];
     }
     for mib in sizes {
+        if profile > 0 {
+            let body = upload_body(mib << 20);
+            for _ in 0..profile {
+                black_box(parse_with(&body, CountSink::default()).total);
+            }
+            continue;
+        }
         if quick_only {
             quick(mib);
             continue;

@@ -69,12 +69,14 @@ impl Tokenizer {
         }
     }
 
-    /// CR or CRLF becomes one LF (§2.11). For CRLF the CR is dropped and the
-    /// LF starts the next run; a CR at the end of the input becomes LF at
-    /// once, and an LF starting the next input is then dropped.
+    /// CR or CRLF becomes one LF (§2.11), a text token of its own that
+    /// starts at the CR; a CR at the end of the input becomes LF at once,
+    /// and an LF starting the next input is then dropped. The token starts
+    /// at the CR however the input is cut (an LF run starting at the LF
+    /// would give a different offset when the CRLF is split).
     fn carriage_return(&mut self, input: &[u8], is_last: bool) -> (usize, Out) {
         match input.get(1) {
-            Some(b'\n') => (1, Out::Skip),
+            Some(b'\n') => (2, Out::Static(b"\n")),
             Some(_) => (1, Out::Static(b"\n")),
             None => {
                 self.skip_lf = !is_last;

@@ -739,3 +739,26 @@ fn regular_values_stay_on_the_fast_path() {
         assert_eq!(msg.into_call().unwrap().params, v);
     }
 }
+
+/// Text before a type element is an error at the text's first byte, also
+/// when that byte is the CR of a CRLF and the CRLF arrives whole (found by
+/// the `xmlrpc_split` fuzz target: the whole body pointed at the LF, a
+/// body cut between CR and LF at the CR).
+#[test]
+fn text_before_a_type_element_points_at_its_first_byte() {
+    for text in ["\r\nx", "x\r\n", "\r\n\r\nx", " \r\n x"] {
+        let body = wrap(&format!("<value>{text}<string>a</string></value>"));
+        let at = body.find("<value>").unwrap() as u64 + 7;
+        let out = run_all(&Limits::default(), body.as_bytes(), 4096, 20);
+        let (kind, offset, _, msg) = out.error.expect("an error");
+        assert_eq!(
+            (kind, offset, msg),
+            (
+                ErrorKind::Malformed,
+                at,
+                "text and a type element in one value"
+            ),
+            "{text:?}"
+        );
+    }
+}
