@@ -45,7 +45,8 @@
 //! assert_eq!(bits.len, 100_000);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod encode;
 mod error;
