@@ -112,6 +112,11 @@ pub struct Limits {
     pub memory_budget: u64,
     /// The HTTP read buffer's cap, which bounds one body chunk.
     pub read_buffer: usize,
+    /// File bytes gathered before they are handed to storage in one write
+    /// (one batch is written while the next is gathered). Larger batches
+    /// mean fewer hand-offs to the blocking pool, and more memory per
+    /// upload: see [`Limits::upload_reserve`].
+    pub write_batch: usize,
     /// Bytes of a rejected body read and discarded so the client sees the
     /// error response rather than a reset connection.
     pub drain_bytes: u64,
@@ -143,6 +148,7 @@ impl Default for Limits {
             max_uploads: 64,
             memory_budget: 256 << 20,
             read_buffer: 256 << 10,
+            write_batch: 256 << 10,
             drain_bytes: 1 << 20,
             list_limit: 1000,
             filename_bytes: 1024,
@@ -165,6 +171,7 @@ impl Limits {
         }
         let zero = [
             ("max_uploads", self.max_uploads as u64),
+            ("write_batch", self.write_batch as u64),
             ("idle_timeout_ms", self.idle_timeout_ms),
             ("header_timeout_ms", self.header_timeout_ms),
             ("list_limit", self.list_limit as u64),
@@ -207,11 +214,14 @@ impl Limits {
     }
 
     /// Memory one upload may hold at worst, reserved from
-    /// [`Limits::memory_budget`] when it is admitted: one body chunk (the
-    /// read buffer bounds it), its text fields, the parser's header buffer
-    /// and delimiter carry.
+    /// [`Limits::memory_budget`] when it is admitted: two write batches
+    /// (one gathering, one being written), each up to `write_batch` plus
+    /// the body chunk that filled it (the read buffer bounds a chunk, and
+    /// the batch shares its bytes), its text fields, the parser's header
+    /// buffer and delimiter carry.
     pub fn upload_reserve(&self) -> u64 {
-        self.read_buffer as u64 + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
+        let batches = 2 * (self.write_batch as u64 + self.read_buffer as u64);
+        batches + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
     }
 
     pub fn idle_timeout(&self) -> Duration {

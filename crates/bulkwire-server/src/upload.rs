@@ -5,10 +5,11 @@
 //! A handler (multipart today, XML-RPC and SOAP/MTOM later) only turns its
 //! wire format into calls on [`Ingest`]: `begin_file` → [`FileSink::push`]
 //! the file's bytes → `finish_file`, plus `add_field` for text values, then
-//! `commit`. It reads its body through [`BodyReader`] and writes what a chunk
-//! produced (`FileSink::flush`) before reading the next one, so memory per
-//! upload is one chunk plus the codec's own bounded buffers, whatever the
-//! payload size.
+//! `commit`. It reads its body through [`BodyReader`] and calls
+//! `FileSink::flush` before reading the next chunk, which hands a full batch
+//! to storage after the previous batch is written, so memory per upload is
+//! two batches plus the codec's own bounded buffers, whatever the payload
+//! size, while reading, hashing and writing overlap.
 //!
 //! Atomicity: each file goes to a temp object and is committed (fsync,
 //! rename) at its end; the metadata rows of the whole request are inserted
@@ -232,7 +233,10 @@ pub struct FileSink {
     hasher: Sha256,
     size: u64,
     limit: u64,
+    /// Chunks gathered for the next write, and their bytes.
     queue: Vec<Bytes>,
+    queued: usize,
+    batch: usize,
     media: NewMedia,
 }
 
@@ -244,16 +248,30 @@ impl FileSink {
             return Err(ApiError::limit("file_bytes", self.limit));
         }
         self.hasher.update(&chunk);
+        self.queued += chunk.len();
         self.queue.push(chunk);
         Ok(())
     }
 
-    /// Writes what was queued; call before reading more input.
+    /// Hands the queued chunks to storage once they make a batch
+    /// ([`crate::Limits::write_batch`]); call before reading more input.
+    /// Waits only for the previous batch's write, so the next chunks are
+    /// read and hashed while this one is written.
     pub async fn flush(&mut self) -> Result<(), ApiError> {
+        if self.queued < self.batch {
+            return Ok(());
+        }
+        self.write_all().await
+    }
+
+    /// Hands everything queued to storage (the last write may still be in
+    /// flight; `finish_file` waits for it).
+    pub async fn write_all(&mut self) -> Result<(), ApiError> {
         if self.queue.is_empty() {
             return Ok(());
         }
         let q = std::mem::take(&mut self.queue);
+        self.queued = 0;
         self.writer.write(q).await.map_err(storage_error)
     }
 
@@ -309,6 +327,8 @@ impl Ingest {
             size: 0,
             limit: l.file_bytes,
             queue: Vec::new(),
+            queued: 0,
+            batch: l.write_batch,
             media: NewMedia {
                 id,
                 field,
@@ -323,7 +343,7 @@ impl Ingest {
     /// Writes the rest of the file and commits its blob (durable, final
     /// name); its row waits for [`Ingest::commit`].
     pub async fn finish_file(&mut self, mut sink: FileSink) -> Result<(), ApiError> {
-        sink.flush().await?;
+        sink.write_all().await?;
         let mut media = sink.media;
         media.size = sink.size;
         media.sha256 = hex::encode(sink.hasher.finalize());

@@ -261,7 +261,9 @@ async fn apply(
                 .push(bytes.slice(r))?,
             Op::Finish => {
                 let (index, mut sink) = files.open.take().ok_or_else(stray)?;
-                sink.flush().await?;
+                // Written out now: a finished binary waits in `done`
+                // holding no batch.
+                sink.write_all().await?;
                 files.done.push((index, sink));
             }
             // Dropping the sink removes its temp file.

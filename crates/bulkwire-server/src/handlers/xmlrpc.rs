@@ -362,8 +362,8 @@ impl Call<'_> {
             return Ok(());
         }
         let file = self.file.as_mut().expect("opened above");
-        // The chunk is written (and dropped) before the next slice, so the
-        // staging's allocation is reused.
+        // The slice's bytes join the file's write batch (no copy); the
+        // staging allocates afresh once the batch still holds its buffer.
         file.push(staging.buf.split().freeze())?;
         file.flush().await?;
         Ok(())

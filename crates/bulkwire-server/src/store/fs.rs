@@ -8,7 +8,9 @@
 //! every commit: the request path never opens a directory (DESIGN.md "no
 //! filesystem search and no `stat`"). Writes run on tokio's blocking pool
 //! with the caller's `Bytes` moved in, so chunks are not copied on their
-//! way to the kernel.
+//! way to the kernel, and one write stays in flight while the caller reads
+//! and hashes the next chunks: the copy into the page cache runs on the
+//! other core instead of between two reads.
 
 use super::{BlobStore, BlobStream, BlobWriter, BoxFut};
 use bytes::Bytes;
@@ -17,6 +19,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::task::JoinHandle;
 
 /// Chunk size for reading blobs back.
 const READ_CHUNK: usize = 64 * 1024;
@@ -76,6 +79,7 @@ impl BlobStore for FsBlobStore {
                     .await?;
             Ok(Box::new(FsWriter {
                 file: Some(file),
+                inflight: None,
                 tmp,
                 fin,
                 dir,
@@ -154,8 +158,10 @@ fn remove_all(dir: &Path, keep: &dyn Fn(&str) -> bool) -> io::Result<usize> {
 
 /// A blob being written to `tmp`.
 struct FsWriter {
-    /// `None` only while a write is in flight on the blocking pool.
+    /// The file, unless a write in flight holds it.
     file: Option<File>,
+    /// The write in flight on the blocking pool; it hands the file back.
+    inflight: Option<JoinHandle<io::Result<File>>>,
     tmp: PathBuf,
     fin: PathBuf,
     /// The store's open `blobs/` directory.
@@ -167,25 +173,36 @@ fn gone() -> io::Error {
     io::Error::other("blob writer used after a failed write")
 }
 
+impl FsWriter {
+    /// Waits for the write in flight, if any (its error is this call's),
+    /// and takes the file back.
+    async fn settle(&mut self) -> io::Result<File> {
+        match self.inflight.take() {
+            Some(h) => h
+                .await
+                .map_err(|e| io::Error::other(format!("blocking task failed: {e}")))?,
+            None => self.file.take().ok_or_else(gone),
+        }
+    }
+}
+
 impl BlobWriter for FsWriter {
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>> {
         Box::pin(async move {
-            let mut file = self.file.take().ok_or_else(gone)?;
-            let file = blocking(move || {
+            let mut file = self.settle().await?;
+            self.inflight = Some(tokio::task::spawn_blocking(move || {
                 for c in &chunks {
                     file.write_all(c)?;
                 }
                 Ok(file)
-            })
-            .await?;
-            self.file = Some(file);
+            }));
             Ok(())
         })
     }
 
     fn commit(mut self: Box<Self>) -> BoxFut<'static, io::Result<()>> {
         Box::pin(async move {
-            let file = self.file.take().ok_or_else(gone)?;
+            let file = self.settle().await?;
             let (tmp, fin, dir) = (self.tmp.clone(), self.fin.clone(), self.dir.clone());
             blocking(move || {
                 file.sync_all()?;
@@ -203,7 +220,9 @@ impl BlobWriter for FsWriter {
 impl Drop for FsWriter {
     fn drop(&mut self) {
         if !self.committed {
-            // An aborted or failed upload leaves no file behind.
+            // An aborted or failed upload leaves no file behind. A write
+            // still in flight finishes into the unlinked file, which goes
+            // away when that write closes it.
             let _ = remove_if_exists(&self.tmp);
         }
     }
@@ -245,6 +264,36 @@ mod tests {
         drop(w);
         assert!(!s.tmp_dir().join("a2").exists());
         assert!(!s.blob_dir().join("a2").exists());
+    }
+
+    /// A writer on /dev/full: every write fails with ENOSPC.
+    fn full_writer(dir: &Path) -> FsWriter {
+        let file = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        FsWriter {
+            file: Some(file),
+            inflight: None,
+            tmp: dir.join("never"),
+            fin: dir.join("never-either"),
+            dir: Arc::new(File::open(dir).unwrap()),
+            committed: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_in_flight_reports_its_error_at_the_next_call() {
+        let d = tempfile::tempdir().unwrap();
+        let chunk = || vec![Bytes::from_static(b"data")];
+        // The write is handed off: its failure is the next write's...
+        let mut w = full_writer(d.path());
+        w.write(chunk()).await.unwrap();
+        let e = w.write(chunk()).await.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(28), "{e}");
+        // ... or the commit's, which then renames nothing.
+        let mut w = Box::new(full_writer(d.path()));
+        w.write(chunk()).await.unwrap();
+        let e = w.commit().await.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(28), "{e}");
+        assert!(!d.path().join("never-either").exists());
     }
 
     #[tokio::test]

@@ -60,11 +60,14 @@ pub trait BlobStore: Send + Sync + 'static {
 
 /// One blob being written. Dropping it uncommitted removes the temp object.
 pub trait BlobWriter: Send {
-    /// Appends chunks in order. They are written before this returns, so a
-    /// caller that waits here before reading more input has backpressure.
+    /// Appends chunks in order. At most one call's chunks are in flight:
+    /// this returns once the previous call's are written (their error, if
+    /// any, is this call's), so a caller that waits here before reading
+    /// more input has backpressure and holds at most two batches.
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>>;
 
-    /// Makes the bytes durable and moves the object to its final name.
+    /// Waits for the last write, makes the bytes durable and moves the
+    /// object to its final name.
     fn commit(self: Box<Self>) -> BoxFut<'static, io::Result<()>>;
 }
 
