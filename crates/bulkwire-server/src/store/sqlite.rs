@@ -111,7 +111,7 @@ impl SqliteMeta {
         let writes = Arc::new(Writes::default());
         let (weak, w) = (Arc::downgrade(&conn), writes.clone());
         std::thread::Builder::new()
-            .name("sqlite-checkpoint".into())
+            .name("sqlite-ckpt".into())
             .spawn(move || checkpointer(weak, w))
             .map_err(|e| MetaError(format!("starting the checkpointer: {e}")))?;
         Ok(SqliteMeta { conn, writes })
