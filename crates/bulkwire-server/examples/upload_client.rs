@@ -22,6 +22,7 @@
 //!     --addr 127.0.0.1:8080 --format formdata --size 1G --token T \
 //!     [--user u:p] [--count 1] [--concurrency 1] [--path /override]
 //! upload_client --write-file PATH --size 1G   # the same payload bytes into a file
+//! upload_client --hash --size 1G   # SHA-256 of them: the hashing ceiling
 //! ```
 //!
 //! One line per upload on stdout (`upload status=201 payload=… wire=…
@@ -51,7 +52,8 @@ const MAX_HEAD: usize = 64 * 1024;
 
 const USAGE: &str = "usage: upload_client --addr HOST:PORT --format formdata|raw|xmlrpc|soap \
 --size N[K|M|G] [--token T] [--user NAME:PASS] [--count N] [--concurrency C] [--path P] [--quiet]\n\
-       upload_client --write-file PATH --size N[K|M|G]";
+       upload_client --write-file PATH --size N[K|M|G]\n\
+       upload_client --hash --size N[K|M|G]";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
@@ -72,6 +74,7 @@ struct Args {
     concurrency: usize,
     path: Option<String>,
     write_file: Option<String>,
+    hash: bool,
     quiet: bool,
 }
 
@@ -108,12 +111,17 @@ fn parse_args() -> Result<Args, String> {
         concurrency: 1,
         path: None,
         write_file: None,
+        hash: false,
         quiet: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--quiet" {
             a.quiet = true;
+            continue;
+        }
+        if flag == "--hash" {
+            a.hash = true;
             continue;
         }
         let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -134,8 +142,8 @@ fn parse_args() -> Result<Args, String> {
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.addr.is_none() && a.write_file.is_none() {
-        return Err("--addr or --write-file is required".into());
+    if a.addr.is_none() && a.write_file.is_none() && !a.hash {
+        return Err("--addr, --write-file or --hash is required".into());
     }
     Ok(a)
 }
@@ -560,8 +568,42 @@ fn worker(a: &Args, block: &Arc<[u8]>, next: &AtomicUsize, totals: &Mutex<Totals
     }
 }
 
+/// SHA-256 of the payload bytes, as the server computes it while an upload
+/// streams (same crate, one core): the most any upload can reach.
+fn hash_rate(block: &Arc<[u8]>, size: u64) -> io::Result<()> {
+    use sha2::Digest;
+    let mut gen = Gen::new(block, size);
+    let mut buf = vec![0u8; WRITE_BUF];
+    let mut h = sha2::Sha256::new();
+    let t = Instant::now();
+    loop {
+        let n = gen.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let digest = h.finalize();
+    println!(
+        "summary hash payload={size} secs={secs:.3} mbps={:.1} sha256={}",
+        size as f64 / secs / 1e6,
+        hex::encode(digest)
+    );
+    Ok(())
+}
+
 fn run(a: &Args) -> ExitCode {
     let block = make_block();
+    if a.hash {
+        return match hash_rate(&block, a.size) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("upload_client: hashing: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(path) = &a.write_file {
         let r = std::fs::File::create(path).and_then(|f| {
             let mut w = BufWriter::with_capacity(WRITE_BUF, f);
