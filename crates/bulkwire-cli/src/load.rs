@@ -75,7 +75,8 @@ pub struct Args {
     /// intended time.
     #[arg(long, default_value = "10ms")]
     late_after: String,
-    /// Runtime worker threads (default: available parallelism).
+    /// Client threads, each with its own event loop and a share of the
+    /// connections (default: available parallelism).
     #[arg(long)]
     threads: Option<usize>,
     /// Write the report as JSON.

@@ -60,7 +60,8 @@ pub struct Options {
     pub requests: Option<u64>,
     pub timeout: Duration,
     pub late_after: Duration,
-    /// Runtime worker threads (default: available parallelism).
+    /// Client threads, each with its own runtime (default: available
+    /// parallelism).
     pub threads: Option<usize>,
     pub json: Option<PathBuf>,
     pub report: Option<PathBuf>,
@@ -117,7 +118,7 @@ pub struct Outcome {
 /// quiet), writes `--json`/`--report`, and checks thresholds.
 pub fn execute(opts: &Options) -> Result<Outcome> {
     let prepared = prepare(opts)?;
-    let rt = runner::runtime(opts.threads)?;
+    let rt = runner::runtime()?;
     let report = rt.block_on(run_prepared(opts, prepared))?;
     finish(opts, report)
 }
@@ -164,6 +165,9 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
         plan.duration = Some(Duration::from_secs(10));
     }
     plan.timeout = opts.timeout;
+    if let Some(n) = opts.threads {
+        plan.threads = n;
+    }
     plan.late_after = opts.late_after;
     plan.limits = opts.limits.clone();
     let thresholds = opts

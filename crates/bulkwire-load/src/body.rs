@@ -1,8 +1,9 @@
-//! The request body type handed to hyper: a list of shared `Bytes`, one
-//! frame each, with an exact size hint (so `Content-Length` is known before
-//! the first byte). hyper queues the frames and writes them with vectored
-//! I/O (`writev`), so the file bytes go from their one shared buffer straight
-//! to the socket.
+//! The request body type handed to hyper by the `bench` commands' uploads
+//! (the load runner writes the segments itself, see `wire`): a list of
+//! shared `Bytes`, one frame each, with an exact size hint (so
+//! `Content-Length` is known before the first byte). hyper queues the frames
+//! and writes them with vectored I/O (`writev`), so the file bytes go from
+//! their one shared buffer straight to the socket.
 
 use crate::scenario::Payload;
 use bytes::Bytes;

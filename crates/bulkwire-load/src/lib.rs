@@ -3,12 +3,14 @@
 //!
 //! - Bodies come from [`scenario`] templates: every static byte encoded once,
 //!   the file bytes read once and shared (`Bytes`), per-request `{seq}` and
-//!   `{uuid}` values ([`pattern`]) in small separate pieces; hyper writes the
-//!   pieces with vectored I/O ([`body`]).
+//!   `{uuid}` values ([`pattern`]) in small separate pieces, written with
+//!   the request head in one vectored write (`writev`).
 //! - [`runner`]: open loop at a fixed arrival rate (latency measured from
 //!   each request's intended send time, so no coordinated omission, with the
 //!   uncorrected view beside it and a count of late sends) or closed loop,
-//!   over a pool of HTTP/1.1 keep-alive connections (hyper 1).
+//!   over a pool of HTTP/1.1 keep-alive connections on per-thread runtimes,
+//!   with a minimal HTTP/1.1 client of its own (`wire`: hyper's client
+//!   dispatch cost more CPU per request than the rest of the loop).
 //! - [`stats`]: HdrHistogram percentiles and a per-second timeline;
 //!   [`memory`]: the server's RSS from `/proc` or `/metrics`;
 //!   [`threshold`]: pass/fail criteria; [`output`] and [`html`]: table,
@@ -36,6 +38,7 @@ pub mod stats;
 pub mod target;
 pub mod threshold;
 pub mod units;
+mod wire;
 
 pub use app::{execute, Options, Outcome, ScenarioKind};
 pub use error::{Error, ErrorKind, Result};

@@ -1,5 +1,8 @@
-//! The engine: connection tasks on one tokio runtime sending a
-//! [`Scenario`]'s bodies to a [`Target`], open or closed loop.
+//! The engine: connection tasks sending a [`Scenario`]'s bodies to a
+//! [`Target`], open or closed loop, spread over [`Plan::threads`] client
+//! threads that each run a single-threaded tokio runtime (one epoll loop per
+//! thread, as wrk). Each connection speaks HTTP/1.1 itself ([`crate::wire`]):
+//! the head and the body's segments in one `writev`, the answer counted.
 //!
 //! **Open loop** (wrk2's model): request `i` is *intended* to go out at
 //! `start + i / rate`, whatever happened to earlier requests. `connections`
@@ -19,7 +22,6 @@
 //! A run stops issuing at `duration` or after `requests` tickets, whichever
 //! comes first, and waits for requests in flight (each bounded by `timeout`).
 
-use crate::body::Segments;
 use crate::error::{Error, Result};
 use crate::limits::{LimitKind, Limits};
 use crate::memory::MemoryReport;
@@ -28,20 +30,19 @@ use crate::scenario::Scenario;
 use crate::stats::{Bucket, Latency, Live, Outcome, Recorder, Sample};
 use crate::target::Target;
 use crate::threshold::ThresholdResult;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
-use http_body_util::BodyExt;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use crate::wire::{push_decimal, Wire};
+use http::header::{HeaderName, HeaderValue};
 use rand::SeedableRng;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// How requests are paced.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,6 +65,9 @@ pub struct Plan {
     pub requests: Option<u64>,
     /// Whole exchange per request (connect, send, answer).
     pub timeout: Duration,
+    /// Client threads, each with its own single-threaded runtime and a
+    /// share of the connections (default: the available parallelism).
+    pub threads: usize,
     /// Open loop: a request sent later than this after its intended time is
     /// counted as late.
     pub late_after: Duration,
@@ -83,6 +87,7 @@ impl Plan {
             duration: None,
             requests: None,
             timeout: Duration::from_secs(30),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             late_after: Duration::from_millis(10),
             limits: Limits::default(),
         }
@@ -94,6 +99,9 @@ impl Plan {
         }
         if self.connections == 0 {
             return Err(Error::config("connections must be at least 1"));
+        }
+        if self.threads == 0 {
+            return Err(Error::config("threads must be at least 1"));
         }
         if self.connections > self.limits.connections {
             let what = format!("{} connections asked", self.connections);
@@ -175,9 +183,11 @@ struct Ctx {
     target: Target,
     plan: Plan,
     scenario: Arc<dyn Scenario>,
-    content_type: HeaderValue,
-    /// `Target::headers`, with the static ones converted once.
-    headers: Vec<(HeaderName, Header)>,
+    /// The request line and every fixed header, encoded once.
+    head: Vec<u8>,
+    /// Headers rendered per request (`{seq}`/`{uuid}`, or a value that
+    /// failed `HeaderValue`'s check, which fails each request as `render`).
+    dynamic: Vec<(HeaderName, Pattern)>,
     rec: Recorder,
     live: Arc<Live>,
     next: AtomicU64,
@@ -185,8 +195,9 @@ struct Ctx {
     end: Option<Instant>,
 }
 
-/// Runs `plan` against `target` on the current tokio runtime; `live` is
-/// updated as requests finish (for a progress line).
+/// Runs `plan` against `target` on [`Plan::threads`] client threads, and
+/// waits for them on the current tokio runtime; `live` is updated as
+/// requests finish (for a progress line).
 pub async fn run(
     target: Target,
     plan: Plan,
@@ -196,14 +207,11 @@ pub async fn run(
     plan.check()?;
     let content_type = HeaderValue::from_str(scenario.content_type())
         .map_err(|e| Error::config(format!("content type: {e}")))?;
-    let headers = target
-        .headers
-        .iter()
-        .map(|(n, p)| (n.clone(), header(p)))
-        .collect();
+    let (head, dynamic) = fixed_head(&target, &content_type);
     let start = Instant::now();
     let ctx = Arc::new(Ctx {
-        headers,
+        head,
+        dynamic,
         end: plan.duration.map(|d| start + d),
         rec: Recorder::new(
             start.into_std(),
@@ -213,40 +221,109 @@ pub async fn run(
         target,
         plan,
         scenario,
-        content_type,
         live,
         next: AtomicU64::new(0),
         start,
     });
-    let tasks: Vec<_> = (0..ctx.plan.connections)
-        .map(|_| tokio::spawn(worker(ctx.clone())))
-        .collect();
-    for t in tasks {
-        t.await.map_err(|e| Error::io("connection task", e))?;
+    // Each thread's runtime reports back here; a panic drops its sender.
+    let threads = ctx.plan.threads.min(ctx.plan.connections);
+    let mut done = Vec::with_capacity(threads);
+    for t in 0..threads {
+        // Connections dealt out as evenly as they go.
+        let conns = (ctx.plan.connections + threads - 1 - t) / threads;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let ctx = ctx.clone();
+        std::thread::Builder::new()
+            .name(format!("load-{t}"))
+            .spawn(move || drop(tx.send(client_thread(ctx, conns))))
+            .map_err(|e| Error::io("client thread", e))?;
+        done.push(rx);
+    }
+    for rx in done {
+        rx.await
+            .map_err(|_| Error::io("client thread", "panicked"))??;
     }
     Ok(report(&ctx))
 }
 
-/// Builds a multi-threaded runtime with `threads` workers (default: the
-/// available parallelism) and runs on it.
+/// One client thread: `conns` connection tasks on a single-threaded runtime
+/// of its own, so each connection's wake-ups, I/O and timers stay on one
+/// thread and one epoll loop (as wrk's threads), with no work stealing or
+/// cross-thread wake-ups between them.
+fn client_thread(ctx: Arc<Ctx>, conns: usize) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("tokio runtime", e))?;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..conns)
+            .map(|_| tokio::spawn(worker(ctx.clone())))
+            .collect();
+        for t in tasks {
+            t.await.map_err(|e| Error::io("connection task", e))?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs on a new [`runtime`] with `threads` client threads (default: the
+/// available parallelism).
 pub fn run_blocking(
     threads: Option<usize>,
     target: Target,
-    plan: Plan,
+    mut plan: Plan,
     scenario: Arc<dyn Scenario>,
     live: Arc<Live>,
 ) -> Result<Report> {
-    runtime(threads)?.block_on(run(target, plan, scenario, live))
+    if let Some(n) = threads {
+        plan.threads = n;
+    }
+    runtime()?.block_on(run(target, plan, scenario, live))
 }
 
-/// The runtime the CLI uses: one, multi-threaded, all drivers on.
-pub fn runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime> {
+/// The runtime a run is started from, for what goes on beside the load
+/// (memory sampling, the progress line): single-threaded, all drivers on.
+/// The load itself runs on [`Plan::threads`] threads of its own.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("tokio runtime", e))
+}
+
+/// A multi-threaded runtime with `threads` workers (default: the available
+/// parallelism), for work that is not a [`run`] (the sweep's uploads).
+pub fn multi_thread_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime> {
     let n = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(n.max(1))
         .enable_all()
         .build()
         .map_err(|e| Error::io("tokio runtime", e))
+}
+
+/// The request line (RFC 9112 §3) and the headers that are the same on
+/// every request, as bytes; the headers to render per request.
+fn fixed_head(
+    target: &Target,
+    content_type: &HeaderValue,
+) -> (Vec<u8>, Vec<(HeaderName, Pattern)>) {
+    let mut head = format!("POST {} HTTP/1.1\r\n", target.path).into_bytes();
+    let mut field = |name: &[u8], value: &[u8]| {
+        for piece in [name, b": ", value, b"\r\n"] {
+            head.extend_from_slice(piece);
+        }
+    };
+    field(b"host", target.host.as_bytes());
+    field(b"content-type", content_type.as_bytes());
+    let mut dynamic = Vec::new();
+    for (name, p) in &target.headers {
+        match header(p) {
+            Header::Static(v) => field(name.as_str().as_bytes(), v.as_bytes()),
+            Header::Pattern(p) => dynamic.push((name.clone(), p)),
+        }
+    }
+    (head, dynamic)
 }
 
 fn header(p: &Pattern) -> Header {
@@ -336,48 +413,40 @@ impl Ctx {
     }
 }
 
-/// One keep-alive connection: hyper's request sender and its driver, the
-/// future that does the connection's I/O.
-struct Connection {
-    sender: SendRequest<Segments>,
-    driver: Driver,
-    /// The driver has finished (the connection is closed).
-    closed: bool,
-}
-
-type Driver = Pin<Box<http1::Connection<TokioIo<TcpStream>, Segments>>>;
-type Conn = Option<Connection>;
-
-/// Runs `f` while polling the connection's driver in the same task. hyper
-/// splits a client connection into a sender and a driver future; spawning
-/// the driver as its own task would cost two cross-task wake-ups per
-/// request, a large share of the client's CPU with fast servers.
-async fn drive<F: Future>(driver: &mut Driver, closed: &mut bool, f: F) -> F::Output {
-    tokio::pin!(f);
-    loop {
-        tokio::select! {
-            biased;
-            out = &mut f => return out,
-            _ = driver.as_mut(), if !*closed => *closed = true,
-        }
-    }
+/// A connection task's own state, reused from request to request.
+struct Worker {
+    ctx: Arc<Ctx>,
+    /// The keep-alive connection, if open.
+    conn: Option<Wire>,
+    /// This request's head.
+    head: Vec<u8>,
+    /// A rendered header value.
+    value: String,
+    /// The timeout timer, armed at some earlier deadline (see [`within`]).
+    watchdog: Pin<Box<Sleep>>,
 }
 
 async fn worker(ctx: Arc<Ctx>) {
-    let mut conn: Conn = None;
     let mut rng = rand::rngs::StdRng::from_entropy();
-    while let Some((seq, intended)) = ctx.ticket() {
+    let mut w = Worker {
+        watchdog: Box::pin(tokio::time::sleep(ctx.plan.timeout)),
+        ctx,
+        conn: None,
+        head: Vec::new(),
+        value: String::new(),
+    };
+    while let Some((seq, intended)) = w.ctx.ticket() {
         // Connect before waiting, so a new connection's handshake does not
         // count against the request when there is slack.
-        let ready = ready(&ctx, &mut conn).await;
+        let ready = w.ready().await;
         if let Some(at) = intended {
             tokio::time::sleep_until(at).await;
         }
         let sent = Instant::now();
-        ctx.live.sent.fetch_add(1, Ordering::Relaxed);
+        w.ctx.live.sent.fetch_add(1, Ordering::Relaxed);
         let vars = Vars::new(seq, &mut rng);
         let (outcome, up, down) = match ready {
-            Ok(()) => exchange(&ctx, &mut conn, &vars).await,
+            Ok(()) => w.exchange(&vars, sent).await,
             Err(why) => (Outcome::Failed(why), 0, 0),
         };
         let sample = Sample {
@@ -388,8 +457,8 @@ async fn worker(ctx: Arc<Ctx>) {
             bytes_sent: up,
             bytes_received: down,
         };
-        ctx.rec.record(&sample);
-        count_live(&ctx.live, &sample);
+        w.ctx.rec.record(&sample);
+        count_live(&w.ctx.live, &sample);
     }
 }
 
@@ -401,114 +470,118 @@ fn count_live(live: &Live, s: &Sample) {
     }
 }
 
-/// Makes sure `conn` is open and idle, reconnecting if the server closed it.
-async fn ready(ctx: &Ctx, conn: &mut Conn) -> Result<(), &'static str> {
-    if let Some(c) = conn {
-        if !c.closed && !c.sender.is_closed() {
-            let Connection {
-                sender,
-                driver,
-                closed,
-            } = c;
-            if drive(driver, closed, sender.ready()).await.is_ok() {
+impl Worker {
+    /// Makes sure `conn` is open and idle, reconnecting if the server closed it.
+    async fn ready(&mut self) -> Result<(), &'static str> {
+        if let Some(c) = &mut self.conn {
+            if c.idle_ok().await {
                 return Ok(());
             }
         }
-    }
-    *conn = None;
-    match tokio::time::timeout(ctx.plan.timeout, connect(ctx.target.addr)).await {
-        Ok(Some(c)) => {
-            *conn = Some(c);
-            Ok(())
+        self.conn = None;
+        match tokio::time::timeout(self.ctx.plan.timeout, connect(self.ctx.target.addr)).await {
+            Ok(Some(c)) => {
+                self.conn = Some(c);
+                Ok(())
+            }
+            Ok(None) => Err("connect"),
+            Err(_) => Err("connect-timeout"),
         }
-        Ok(None) => Err("connect"),
-        Err(_) => Err("connect-timeout"),
     }
-}
 
-async fn connect(addr: std::net::SocketAddr) -> Option<Connection> {
-    let tcp = TcpStream::connect(addr).await.ok()?;
-    tcp.set_nodelay(true).ok()?;
-    let (sender, driver) = http1::Builder::new()
-        .writev(true)
-        .handshake(TokioIo::new(tcp))
-        .await
-        .ok()?;
-    let mut c = Connection {
-        sender,
-        driver: Box::pin(driver),
-        closed: false,
-    };
-    let Connection {
-        sender,
-        driver,
-        closed,
-    } = &mut c;
-    drive(driver, closed, sender.ready()).await.ok()?;
-    Some(c)
-}
-
-/// Sends one request on `conn` and reads the whole answer: the outcome and
-/// the body bytes sent and received.
-async fn exchange(ctx: &Ctx, conn: &mut Conn, vars: &Vars) -> (Outcome, u64, u64) {
-    let payload = match ctx.scenario.render(vars) {
-        Ok(p) => p,
-        Err(_) => return (Outcome::Failed("render"), 0, 0),
-    };
-    let len = payload.len;
-    let Some(Connection {
-        sender,
-        driver,
-        closed,
-    }) = conn.as_mut()
-    else {
-        return (Outcome::Failed("connect"), 0, 0);
-    };
-    let req = match request(ctx, vars, len, Segments::from(payload)) {
-        Ok(r) => r,
-        Err(_) => return (Outcome::Failed("render"), 0, 0),
-    };
-    let go = async {
-        let resp = sender.send_request(req).await?;
-        let status = resp.status().as_u16();
-        let mut body = resp.into_body();
-        let mut n = 0u64;
-        while let Some(frame) = body.frame().await {
-            if let Ok(d) = frame?.into_data() {
-                n += d.len() as u64;
+    /// Sends one request on `conn` and reads the whole answer: the outcome
+    /// and the body bytes sent and received.
+    async fn exchange(&mut self, vars: &Vars, sent: Instant) -> (Outcome, u64, u64) {
+        let Ok(payload) = self.ctx.scenario.render(vars) else {
+            return (Outcome::Failed("render"), 0, 0);
+        };
+        let len = payload.len;
+        if !request_head(&self.ctx, vars, len, &mut self.head, &mut self.value) {
+            return (Outcome::Failed("render"), 0, 0);
+        }
+        let Some(wire) = self.conn.as_mut() else {
+            return (Outcome::Failed("connect"), 0, 0);
+        };
+        let deadline = sent + self.ctx.plan.timeout;
+        let go = wire.exchange(&self.head, &payload.segments);
+        match within(&mut self.watchdog, deadline, go).await {
+            Some(Ok(answer)) => {
+                if !answer.reusable {
+                    self.conn = None;
+                }
+                (Outcome::Status(answer.status), len, answer.body_bytes)
+            }
+            Some(Err(_)) => {
+                self.conn = None;
+                (Outcome::Failed("io"), 0, 0)
+            }
+            None => {
+                // The connection is mid-exchange: drop it.
+                self.conn = None;
+                (Outcome::Failed("timeout"), 0, 0)
             }
         }
-        Ok::<_, hyper::Error>((status, n))
-    };
-    match tokio::time::timeout(ctx.plan.timeout, drive(driver, closed, go)).await {
-        Ok(Ok((status, n))) => (Outcome::Status(status), len, n),
-        Ok(Err(_)) => {
-            *conn = None;
-            (Outcome::Failed("io"), 0, 0)
-        }
-        Err(_) => {
-            // The connection is mid-exchange: drop it.
-            *conn = None;
-            (Outcome::Failed("timeout"), 0, 0)
-        }
     }
 }
 
-fn request(
-    ctx: &Ctx,
-    vars: &Vars,
-    len: u64,
-    body: Segments,
-) -> std::result::Result<http::Request<Segments>, http::Error> {
-    let mut b = http::Request::post(ctx.target.path.clone())
-        .header(HOST, ctx.target.host.clone())
-        .header(CONTENT_TYPE, ctx.content_type.clone())
-        .header(CONTENT_LENGTH, HeaderValue::from(len));
-    for (name, value) in &ctx.headers {
-        b = match value {
-            Header::Static(v) => b.header(name, v.clone()),
-            Header::Pattern(p) => b.header(name, p.to_string(vars)),
-        };
+async fn connect(addr: std::net::SocketAddr) -> Option<Wire> {
+    let tcp = TcpStream::connect(addr).await.ok()?;
+    tcp.set_nodelay(true).ok()?;
+    Some(Wire::new(tcp))
+}
+
+/// Runs `f` until `deadline`; `None` if it was not done by then.
+///
+/// `tokio::time::timeout` would insert a timer entry into the wheel and
+/// remove it again on every request. Deadlines of one connection only move
+/// forward, so one timer per connection is enough: it stays armed at an
+/// earlier request's deadline, and when it fires before this request's
+/// deadline it is re-armed to it (once per `timeout`, not per request).
+async fn within<F: Future>(
+    watchdog: &mut Pin<Box<Sleep>>,
+    deadline: Instant,
+    f: F,
+) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = f.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        while watchdog.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= deadline {
+                return Poll::Ready(None);
+            }
+            watchdog.as_mut().reset(deadline);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Writes this request's head into `out`: the fixed part, the rendered
+/// headers and `Content-Length`. False if a rendered value is not a valid
+/// header value (the request fails as `render`).
+fn request_head(ctx: &Ctx, vars: &Vars, len: u64, out: &mut Vec<u8>, value: &mut String) -> bool {
+    out.clear();
+    out.extend_from_slice(&ctx.head);
+    for (name, p) in &ctx.dynamic {
+        value.clear();
+        p.render(vars, value);
+        if !value.bytes().all(header_byte) {
+            return false;
+        }
+        for piece in [name.as_str().as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
+            out.extend_from_slice(piece);
+        }
     }
-    b.body(body)
+    out.extend_from_slice(b"content-length: ");
+    push_decimal(out, len);
+    out.extend_from_slice(b"\r\n\r\n");
+    true
+}
+
+/// A byte `HeaderValue::from_str` accepts (visible ASCII, space, tab,
+/// obs-text): checked here without building a `HeaderValue` per request.
+fn header_byte(b: u8) -> bool {
+    (b >= 0x20 && b != 0x7f) || b == b'\t'
 }

@@ -90,8 +90,9 @@ pub fn run(opts: &LatencyOptions) -> Result<(Report, Vec<PathBuf>)> {
     plan.duration = Some(opts.duration);
     plan.timeout = opts.timeout;
     plan.limits = opts.limits.clone();
+    plan.threads = opts.threads.unwrap_or(1);
 
-    let rt = runner::runtime(opts.threads)?;
+    let rt = runner::runtime()?;
     let report = rt.block_on(async {
         preflight(opts, &target, &*scenario).await?;
         let watcher = match server.pid {

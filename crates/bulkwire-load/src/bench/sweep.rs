@@ -157,7 +157,7 @@ pub fn run(opts: &SweepOptions) -> Result<SweepReport> {
         let log = opts.out.join(format!("server-{}.log", file_safe(&s.label)));
         running.push(Running::start(s, &opts.credentials, &log, opts.start_wait)?);
     }
-    let rt = crate::runner::runtime(Some(1))?;
+    let rt = crate::runner::multi_thread_runtime(Some(1))?;
     let mut rows = Vec::new();
     for &size in &opts.sizes_mib {
         let bytes = (size * MIB).round() as usize;
