@@ -148,7 +148,7 @@ impl Default for Limits {
             max_uploads: 64,
             memory_budget: 256 << 20,
             read_buffer: 256 << 10,
-            write_batch: 256 << 10,
+            write_batch: 1 << 20,
             drain_bytes: 1 << 20,
             list_limit: 1000,
             filename_bytes: 1024,

@@ -15,7 +15,7 @@
 use super::{BlobStore, BlobStream, BlobWriter, BoxFut};
 use bytes::Bytes;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -169,6 +169,31 @@ struct FsWriter {
     committed: bool,
 }
 
+/// Writes every chunk with as few `writev` calls as the kernel allows.
+/// One call per batch rather than one per chunk matters beyond the syscall
+/// count: the page cache sizes its folios by the length of the write, and
+/// copying into a few large folios is several times faster than into many
+/// small ones (the copy was 64 % of the server's CPU with per-chunk writes).
+fn write_all_vectored(file: &mut File, chunks: &[Bytes]) -> io::Result<()> {
+    let slices: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
+    let mut done = loop {
+        match file.write_vectored(&slices) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => break r?,
+        }
+    };
+    // A short write (rare on a file): the rest chunk by chunk.
+    for c in chunks {
+        if done >= c.len() {
+            done -= c.len();
+            continue;
+        }
+        file.write_all(&c[done..])?;
+        done = 0;
+    }
+    Ok(())
+}
+
 fn gone() -> io::Error {
     io::Error::other("blob writer used after a failed write")
 }
@@ -191,9 +216,7 @@ impl BlobWriter for FsWriter {
         Box::pin(async move {
             let mut file = self.settle().await?;
             self.inflight = Some(tokio::task::spawn_blocking(move || {
-                for c in &chunks {
-                    file.write_all(c)?;
-                }
+                write_all_vectored(&mut file, &chunks)?;
                 Ok(file)
             }));
             Ok(())
