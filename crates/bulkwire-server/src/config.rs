@@ -215,13 +215,15 @@ impl Limits {
 
     /// Memory one upload may hold at worst, reserved from
     /// [`Limits::memory_budget`] when it is admitted: two write batches
-    /// (one gathering, one being written), each up to `write_batch` plus
-    /// the body chunk that filled it (the read buffer bounds a chunk, and
-    /// the batch shares its bytes), its text fields, the parser's header
-    /// buffer and delimiter carry.
+    /// (one gathering, one being hashed and written), each up to
+    /// `write_batch` plus the body chunk that filled it (the read buffer
+    /// bounds a chunk, and the batch shares its bytes), the aligned staging
+    /// of the write in flight, its text fields, the parser's header buffer
+    /// and delimiter carry.
     pub fn upload_reserve(&self) -> u64 {
         let batches = 2 * (self.write_batch as u64 + self.read_buffer as u64);
-        batches + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
+        let staging = crate::store::STAGING_BYTES as u64;
+        batches + staging + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
     }
 
     pub fn idle_timeout(&self) -> Duration {

@@ -12,10 +12,11 @@
 //! and hashes the next chunks: the copy into the page cache runs on the
 //! other core instead of between two reads.
 
+use super::direct::Target;
 use super::{BlobStore, BlobStream, BlobWriter, BoxFut};
 use bytes::Bytes;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, IoSlice, Write};
+use std::fs::{self, File};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -31,6 +32,8 @@ pub struct FsBlobStore {
     blobs: PathBuf,
     /// `blobs/` itself, open for the directory fsync of each commit.
     blobs_dir: Arc<File>,
+    /// Write blobs with `O_DIRECT` where the file system allows it.
+    direct: bool,
 }
 
 impl FsBlobStore {
@@ -45,7 +48,15 @@ impl FsBlobStore {
             tmp,
             blobs,
             blobs_dir,
+            direct: true,
         })
+    }
+
+    /// Writes blobs through the page cache instead of with `O_DIRECT`
+    /// (`direct.rs`), e.g. where they are read back at once.
+    pub fn buffered(mut self) -> FsBlobStore {
+        self.direct = false;
+        self
     }
 
     pub fn tmp_dir(&self) -> &Path {
@@ -71,14 +82,12 @@ impl BlobStore for FsBlobStore {
         let tmp = self.tmp.join(id);
         let fin = self.blobs.join(id);
         let dir = self.blobs_dir.clone();
+        let direct = self.direct;
         Box::pin(async move {
             let path = tmp.clone();
-            // create_new: ids are random, a clash means something is wrong.
-            let file =
-                blocking(move || OpenOptions::new().write(true).create_new(true).open(&path))
-                    .await?;
+            let target = blocking(move || Target::create(&path, direct)).await?;
             Ok(Box::new(FsWriter {
-                file: Some(file),
+                target: Some(target),
                 inflight: None,
                 tmp,
                 fin,
@@ -159,39 +168,14 @@ fn remove_all(dir: &Path, keep: &dyn Fn(&str) -> bool) -> io::Result<usize> {
 /// A blob being written to `tmp`.
 struct FsWriter {
     /// The file, unless a write in flight holds it.
-    file: Option<File>,
+    target: Option<Target>,
     /// The write in flight on the blocking pool; it hands the file back.
-    inflight: Option<JoinHandle<io::Result<File>>>,
+    inflight: Option<JoinHandle<io::Result<Target>>>,
     tmp: PathBuf,
     fin: PathBuf,
     /// The store's open `blobs/` directory.
     dir: Arc<File>,
     committed: bool,
-}
-
-/// Writes every chunk with as few `writev` calls as the kernel allows.
-/// One call per batch rather than one per chunk matters beyond the syscall
-/// count: the page cache sizes its folios by the length of the write, and
-/// copying into a few large folios is several times faster than into many
-/// small ones (the copy was 64 % of the server's CPU with per-chunk writes).
-fn write_all_vectored(file: &mut File, chunks: &[Bytes]) -> io::Result<()> {
-    let slices: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
-    let mut done = loop {
-        match file.write_vectored(&slices) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            r => break r?,
-        }
-    };
-    // A short write (rare on a file): the rest chunk by chunk.
-    for c in chunks {
-        if done >= c.len() {
-            done -= c.len();
-            continue;
-        }
-        file.write_all(&c[done..])?;
-        done = 0;
-    }
-    Ok(())
 }
 
 fn gone() -> io::Error {
@@ -201,12 +185,12 @@ fn gone() -> io::Error {
 impl FsWriter {
     /// Waits for the write in flight, if any (its error is this call's),
     /// and takes the file back.
-    async fn settle(&mut self) -> io::Result<File> {
+    async fn settle(&mut self) -> io::Result<Target> {
         match self.inflight.take() {
             Some(h) => h
                 .await
                 .map_err(|e| io::Error::other(format!("blocking task failed: {e}")))?,
-            None => self.file.take().ok_or_else(gone),
+            None => self.target.take().ok_or_else(gone),
         }
     }
 }
@@ -214,10 +198,10 @@ impl FsWriter {
 impl BlobWriter for FsWriter {
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>> {
         Box::pin(async move {
-            let mut file = self.settle().await?;
+            let mut target = self.settle().await?;
             self.inflight = Some(tokio::task::spawn_blocking(move || {
-                write_all_vectored(&mut file, &chunks)?;
-                Ok(file)
+                target.write(&chunks)?;
+                Ok(target)
             }));
             Ok(())
         })
@@ -225,9 +209,10 @@ impl BlobWriter for FsWriter {
 
     fn commit(mut self: Box<Self>) -> BoxFut<'static, io::Result<()>> {
         Box::pin(async move {
-            let file = self.settle().await?;
+            let target = self.settle().await?;
             let (tmp, fin, dir) = (self.tmp.clone(), self.fin.clone(), self.dir.clone());
             blocking(move || {
+                let file = target.finish()?;
                 file.sync_all()?;
                 drop(file);
                 fs::rename(&tmp, &fin)?;
@@ -291,9 +276,12 @@ mod tests {
 
     /// A writer on /dev/full: every write fails with ENOSPC.
     fn full_writer(dir: &Path) -> FsWriter {
-        let file = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
         FsWriter {
-            file: Some(file),
+            target: Some(Target::Buffered(file)),
             inflight: None,
             tmp: dir.join("never"),
             fin: dir.join("never-either"),

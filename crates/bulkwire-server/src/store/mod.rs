@@ -15,9 +15,11 @@
 //! PostgreSQL and S3-compatible stores are meant to follow as further
 //! implementations of these traits.
 
+mod direct;
 mod fs;
 mod sqlite;
 
+pub(crate) use direct::STAGING_BYTES;
 pub use fs::FsBlobStore;
 pub use sqlite::SqliteMeta;
 
