@@ -147,7 +147,8 @@ impl Direct {
             st.push(&self.tail, &self.file, &mut self.offset)?;
             let at = st.at;
             st.buf[at + st.held..at + ALIGN].fill(0);
-            self.file.write_all_at(&st.buf[at..at + ALIGN], self.offset)?;
+            self.file
+                .write_all_at(&st.buf[at..at + ALIGN], self.offset)?;
             self.file.set_len(size)?;
         }
         Ok(self.file)
