@@ -52,6 +52,13 @@ pub(crate) struct Answer {
     pub reusable: bool,
 }
 
+/// How sending a request ended.
+enum Sent {
+    All,
+    /// The server answered before the body was all sent.
+    Answered(Head),
+}
+
 /// How the answer's body is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Framing {
@@ -90,7 +97,17 @@ impl Wire {
 
     /// Sends `head` then `body` and reads the whole answer.
     pub(crate) async fn exchange(&mut self, head: &[u8], body: &[Bytes]) -> io::Result<Answer> {
-        self.send(head, body).await?;
+        if let Sent::Answered(h) = self.send(head, body).await? {
+            // The server answered before taking the whole body (a 413 on
+            // Content-Length, a 401): the answer counts; the connection,
+            // with part of a body unsent, cannot carry another request.
+            let body_bytes = self.read_body(h.framing).await.unwrap_or(0);
+            return Ok(Answer {
+                status: h.status,
+                body_bytes,
+                reusable: false,
+            });
+        }
         loop {
             let h = self.read_head().await?;
             // Interim answers (100 Continue, 103 Early Hints): the final one follows.
@@ -122,8 +139,11 @@ impl Wire {
         matches!(self.tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
-    /// Writes all of `head` and `body`, vectored, resuming after short writes.
-    async fn send(&mut self, head: &[u8], body: &[Bytes]) -> io::Result<()> {
+    /// Writes all of `head` and `body`, vectored, resuming after short
+    /// writes. While the socket takes no more, it also watches for an
+    /// answer that comes before the body is all sent (as hyper does): a
+    /// server may refuse a body it will not read, then close.
+    async fn send(&mut self, head: &[u8], body: &[Bytes]) -> io::Result<Sent> {
         let mut at = Cursor::default();
         let part = |i: usize| if i == 0 { head } else { &body[i - 1][..] };
         let parts = body.len() + 1;
@@ -131,7 +151,7 @@ impl Wire {
             // The iovecs live on the stack of one poll, not in this future:
             // futures are moved (copied) as they are composed, per request.
             let tcp = &mut self.tcp;
-            let written = poll_fn(|cx| {
+            let step = poll_fn(|cx| {
                 let mut iovs = [IoSlice::new(&[]); MAX_IOVS];
                 let mut n = 0;
                 for i in at.part..parts.min(at.part + MAX_IOVS) {
@@ -139,15 +159,59 @@ impl Wire {
                     iovs[n] = IoSlice::new(&part(i)[skip..]);
                     n += 1;
                 }
-                Pin::new(&mut *tcp).poll_write_vectored(cx, &iovs[..n])
+                match Pin::new(&mut *tcp).poll_write_vectored(cx, &iovs[..n]) {
+                    Poll::Ready(r) => Poll::Ready(r.map(Some)),
+                    Poll::Pending => tcp.poll_read_ready(cx).map_ok(|()| None),
+                }
             })
-            .await?;
-            if written == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
+            .await;
+            match step {
+                Ok(Some(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(Some(n)) => at = at.advance(n, |i| part(i).len(), parts),
+                // Readable while sending: an early answer, or not yet all of one.
+                Ok(None) => {
+                    if let Some(h) = self.early_head()? {
+                        return Ok(Sent::Answered(h));
+                    }
+                }
+                // A reset or broken pipe after the server answered and closed.
+                Err(e) => match self.early_head() {
+                    Ok(Some(h)) => return Ok(Sent::Answered(h)),
+                    _ => return Err(e),
+                },
             }
-            at = at.advance(written, |i| part(i).len(), parts);
         }
-        Ok(())
+        Ok(Sent::All)
+    }
+
+    /// Reads what has arrived, without waiting, and parses a final answer's
+    /// head from it if it is all there (an interim 1xx is skipped).
+    fn early_head(&mut self) -> io::Result<Option<Head>> {
+        loop {
+            if self.end == self.buf.len() {
+                if self.start > 0 {
+                    self.buf.copy_within(self.start..self.end, 0);
+                    (self.start, self.end) = (0, self.end - self.start);
+                } else if self.buf.len() < MAX_HEAD {
+                    self.buf.resize(self.buf.len() * 2, 0);
+                } else {
+                    return Err(invalid("answer head over 64 KiB"));
+                }
+            }
+            match self.tcp.try_read(&mut self.buf[self.end..]) {
+                Ok(0) => break,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        while let Some((h, used)) = parse_head(&self.buf[self.start..self.end])? {
+            self.start += used;
+            if !(100..200).contains(&h.status) {
+                return Ok(Some(h));
+            }
+        }
+        Ok(None)
     }
 
     /// Reads until a whole head is buffered, parses and consumes it.
@@ -326,6 +390,11 @@ fn parse_head(buf: &[u8]) -> io::Result<Option<(Head, usize)>> {
     for f in answer.headers.iter() {
         fields.add(f.name, f.value)?;
     }
+    if answer.version == Some(0) && fields.chunked.is_some() {
+        // Transfer-Encoding in HTTP/1.0 is faulty framing: close after
+        // (RFC 9112 §6.1).
+        fields.keep_alive = false;
+    }
     let status = answer.code.ok_or_else(|| invalid("no status"))?;
     Ok(Some((fields.head(status), used)))
 }
@@ -438,6 +507,9 @@ mod tests {
         assert!(!h.keep_alive);
         let h = head("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n");
         assert!(h.keep_alive);
+        let h =
+            head("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(!h.keep_alive);
         let h = head("HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
         assert_eq!((h.status, h.keep_alive), (503, false));
         let h = head("HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n");
@@ -564,6 +636,46 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_before_the_body_is_sent_counts() {
+        // The server refuses the body after its head, reads a little of it
+        // and closes, as a server does with a 413 on Content-Length.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let mut b = [0u8; 4096];
+                let n = s.read(&mut b).await.unwrap();
+                got.extend_from_slice(&b[..n]);
+            }
+            s.write_all(
+                b"HTTP/1.1 413 Too Large\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbig!",
+            )
+            .await
+            .unwrap();
+            let mut drained = 0;
+            let mut b = vec![0u8; 64 * 1024];
+            while drained < (1 << 20) {
+                match s.read(&mut b).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => drained += n,
+                }
+            }
+        });
+        let mut w = client(addr).await;
+        let body: Vec<Bytes> = (0..64).map(|_| Bytes::from(vec![7u8; 1 << 20])).collect();
+        let a = w
+            .exchange(
+                b"POST / HTTP/1.1\r\nContent-Length: 67108864\r\n\r\n",
+                &body,
+            )
+            .await
+            .unwrap();
+        assert_eq!((a.status, a.body_bytes, a.reusable), (413, 4, false));
     }
 
     #[tokio::test]

@@ -298,6 +298,18 @@ impl FileSink {
         self.writer.write(q).await.map_err(storage_error)
     }
 
+    /// Writes and hashes everything queued and waits for both: the sink
+    /// then holds no batch (a finished SOAP attachment waiting for the
+    /// envelope must not keep a write in flight, or the attachments of one
+    /// request would each hold one beyond `upload_reserve`).
+    pub async fn write_all_and_wait(&mut self) -> Result<(), ApiError> {
+        self.write_all().await?;
+        self.writer.write(Vec::new()).await.map_err(storage_error)?;
+        let hasher = self.settle_hash().await?;
+        self.hasher = Some(hasher);
+        Ok(())
+    }
+
     /// Waits for the hashing job in flight, if any, and takes the hasher.
     async fn settle_hash(&mut self) -> Result<Sha256, ApiError> {
         match self.hashing.take() {

@@ -262,8 +262,8 @@ async fn apply(
             Op::Finish => {
                 let (index, mut sink) = files.open.take().ok_or_else(stray)?;
                 // Written out now: a finished binary waits in `done`
-                // holding no batch.
-                sink.write_all().await?;
+                // holding no batch and no write in flight.
+                sink.write_all_and_wait().await?;
                 files.done.push((index, sink));
             }
             // Dropping the sink removes its temp file.

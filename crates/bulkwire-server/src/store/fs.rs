@@ -199,6 +199,10 @@ impl BlobWriter for FsWriter {
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>> {
         Box::pin(async move {
             let mut target = self.settle().await?;
+            if chunks.is_empty() {
+                self.target = Some(target);
+                return Ok(());
+            }
             self.inflight = Some(tokio::task::spawn_blocking(move || {
                 target.write(&chunks)?;
                 Ok(target)
@@ -299,6 +303,12 @@ mod tests {
         w.write(chunk()).await.unwrap();
         let e = w.write(chunk()).await.unwrap_err();
         assert_eq!(e.raw_os_error(), Some(28), "{e}");
+        // ... also when that write is empty, which only waits for it ...
+        let mut w = full_writer(d.path());
+        w.write(chunk()).await.unwrap();
+        let e = w.write(Vec::new()).await.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(28), "{e}");
+        assert!(w.inflight.is_none());
         // ... or the commit's, which then renames nothing.
         let mut w = Box::new(full_writer(d.path()));
         w.write(chunk()).await.unwrap();

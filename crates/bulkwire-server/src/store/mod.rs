@@ -65,7 +65,8 @@ pub trait BlobWriter: Send {
     /// Appends chunks in order. At most one call's chunks are in flight:
     /// this returns once the previous call's are written (their error, if
     /// any, is this call's), so a caller that waits here before reading
-    /// more input has backpressure and holds at most two batches.
+    /// more input has backpressure and holds at most two batches. Empty
+    /// `chunks` only wait for the write in flight.
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>>;
 
     /// Waits for the last write, makes the bytes durable and moves the
