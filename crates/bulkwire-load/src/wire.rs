@@ -188,16 +188,7 @@ impl Wire {
     /// head from it if it is all there (an interim 1xx is skipped).
     fn early_head(&mut self) -> io::Result<Option<Head>> {
         loop {
-            if self.end == self.buf.len() {
-                if self.start > 0 {
-                    self.buf.copy_within(self.start..self.end, 0);
-                    (self.start, self.end) = (0, self.end - self.start);
-                } else if self.buf.len() < MAX_HEAD {
-                    self.buf.resize(self.buf.len() * 2, 0);
-                } else {
-                    return Err(invalid("answer head over 64 KiB"));
-                }
-            }
+            self.make_room()?;
             match self.tcp.try_read(&mut self.buf[self.end..]) {
                 Ok(0) => break,
                 Ok(n) => self.end += n,
@@ -330,23 +321,31 @@ impl Wire {
         }
     }
 
-    /// Reads more bytes after the unconsumed ones (moving them to the front,
-    /// or doubling the buffer when it is full of them); 0 at end of stream.
+    /// Reads more bytes after the unconsumed ones; 0 at end of stream.
     async fn fill(&mut self) -> io::Result<usize> {
+        self.make_room()?;
+        let n = self.tcp.read(&mut self.buf[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Room after the unconsumed bytes: an empty buffer starts over, else
+    /// they move to the front, or the buffer doubles when it is full of
+    /// them, up to `MAX_HEAD` of them (the most any head or line may take).
+    fn make_room(&mut self) -> io::Result<()> {
         if self.start == self.end {
             (self.start, self.end) = (0, 0);
         } else if self.end == self.buf.len() {
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
                 (self.start, self.end) = (0, self.end - self.start);
-            } else {
-                // Callers stop at MAX_HEAD unconsumed bytes, which bounds this.
+            } else if self.buf.len() < MAX_HEAD {
                 self.buf.resize(self.buf.len() * 2, 0);
+            } else {
+                return Err(invalid("answer head over 64 KiB"));
             }
         }
-        let n = self.tcp.read(&mut self.buf[self.end..]).await?;
-        self.end += n;
-        Ok(n)
+        Ok(())
     }
 }
 

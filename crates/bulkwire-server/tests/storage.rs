@@ -4,7 +4,7 @@
 
 mod common;
 
-use bulkwire_server::store::{BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, SqliteMeta};
+use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, SqliteMeta};
 use bulkwire_server::{Limits, Server, META_FILE};
 use bytes::Bytes;
 use common::*;
@@ -67,7 +67,6 @@ async fn restart_sweeps_temp_files_and_orphan_blobs_but_keeps_uploads() {
 
 /// A blob store whose disk holds `cap` bytes of temp data per object.
 struct FullDisk {
-    inner: FsBlobStore,
     cap: u64,
 }
 
@@ -93,10 +92,14 @@ impl BlobWriter for FullWriter {
     }
 }
 
-impl BlobStore for FullDisk {
-    fn begin<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
+impl BeginHook for FullDisk {
+    fn begin<'a>(
+        &'a self,
+        inner: &'a FsBlobStore,
+        id: &'a str,
+    ) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
         Box::pin(async move {
-            let inner = self.inner.begin(id).await?;
+            let inner = inner.begin(id).await?;
             Ok(Box::new(FullWriter {
                 inner,
                 written: 0,
@@ -104,34 +107,14 @@ impl BlobStore for FullDisk {
             }) as Box<dyn BlobWriter>)
         })
     }
-    fn open<'a>(
-        &'a self,
-        id: &'a str,
-        offset: u64,
-        len: u64,
-    ) -> BoxFut<'a, io::Result<BlobStream>> {
-        self.inner.open(id, offset, len)
-    }
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<()>> {
-        self.inner.delete(id)
-    }
-    fn discard(&self, id: &str) {
-        self.inner.discard(id)
-    }
-    fn sweep<'a>(
-        &'a self,
-        keep: &'a (dyn Fn(&str) -> bool + Send + Sync),
-    ) -> BoxFut<'a, io::Result<(usize, usize)>> {
-        self.inner.sweep(keep)
-    }
 }
 
 #[tokio::test]
 async fn enospc_from_the_blob_store_is_507_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let blobs = FullDisk {
+    let blobs = Hooked {
         inner: FsBlobStore::open(dir.path()).unwrap(),
-        cap: 100_000,
+        hook: FullDisk { cap: 100_000 },
     };
     let meta = SqliteMeta::open(&dir.path().join(META_FILE)).unwrap();
     let srv = Server::bind_with(

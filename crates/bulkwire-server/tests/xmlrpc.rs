@@ -8,7 +8,7 @@
 mod common;
 
 use bulkwire_server::handlers::xmlrpc::BAD_LOGIN as BAD_LOGIN_FAULT;
-use bulkwire_server::store::{BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, SqliteMeta};
+use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, SqliteMeta};
 use bulkwire_server::{Limits, Server};
 use bulkwire_xmlrpc::{
     encode_call, parse, EncodeOptions, Fault, LineEnd, MemorySink, Message, Response, Value,
@@ -23,54 +23,39 @@ type V = Value<Vec<u8>>;
 const USER: &str = "alice";
 const PASS: &str = "wonder:land";
 
-/// The embedded blob store, counting files begun and failing on demand.
+/// Counts files begun and fails them on demand.
 struct Counting {
-    inner: FsBlobStore,
     begun: AtomicUsize,
     fail: AtomicBool,
 }
 
-impl BlobStore for Counting {
-    fn begin<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
+impl BeginHook for Counting {
+    fn begin<'a>(
+        &'a self,
+        inner: &'a FsBlobStore,
+        id: &'a str,
+    ) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
         self.begun.fetch_add(1, SeqCst);
         if self.fail.load(SeqCst) {
             return Box::pin(async { Err(io::Error::other("injected failure")) });
         }
-        self.inner.begin(id)
-    }
-    fn open<'a>(
-        &'a self,
-        id: &'a str,
-        offset: u64,
-        len: u64,
-    ) -> BoxFut<'a, io::Result<BlobStream>> {
-        self.inner.open(id, offset, len)
-    }
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<()>> {
-        self.inner.delete(id)
-    }
-    fn discard(&self, id: &str) {
-        self.inner.discard(id)
-    }
-    fn sweep<'a>(
-        &'a self,
-        keep: &'a (dyn Fn(&str) -> bool + Send + Sync),
-    ) -> BoxFut<'a, io::Result<(usize, usize)>> {
-        self.inner.sweep(keep)
+        inner.begin(id)
     }
 }
 
 struct Rpc {
     h: Harness,
-    blobs: Arc<Counting>,
+    blobs: Arc<Hooked<Counting>>,
 }
 
 async fn start_rpc(limits: Limits) -> Rpc {
     let dir = tempfile::tempdir().unwrap();
-    let blobs = Arc::new(Counting {
+    let blobs = Arc::new(Hooked {
         inner: FsBlobStore::open(dir.path()).unwrap(),
-        begun: AtomicUsize::new(0),
-        fail: AtomicBool::new(false),
+        hook: Counting {
+            begun: AtomicUsize::new(0),
+            fail: AtomicBool::new(false),
+        },
     });
     let meta = SqliteMeta::open(&dir.path().join("meta.sqlite")).unwrap();
     let srv = Server::bind_with(config(dir.path(), limits), blobs.clone(), Arc::new(meta))
@@ -138,7 +123,7 @@ impl Rpc {
     }
 
     fn begun(&self) -> usize {
-        self.blobs.begun.load(SeqCst)
+        self.blobs.hook.begun.load(SeqCst)
     }
 }
 
@@ -480,7 +465,7 @@ async fn limits_are_faults_over_http_200_and_leave_nothing() {
 #[tokio::test]
 async fn storage_failure_is_fault_500() {
     let r = start_rpc(Limits::default()).await;
-    r.blobs.fail.store(true, SeqCst);
+    r.blobs.hook.fail.store(true, SeqCst);
     let p = upload_params(USER, PASS, "x.bin", "x/y", payload(10_000, 9));
     let f = r.fault("wp.uploadFile", &p).await;
     assert_eq!(f.code, 500);

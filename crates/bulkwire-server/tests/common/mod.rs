@@ -2,6 +2,7 @@
 //! client, and raw-socket requests for stalls and disconnects.
 #![allow(dead_code)]
 
+use bulkwire_server::store::{BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore};
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -180,4 +181,46 @@ pub async fn raw_response(s: &mut TcpStream) -> (u16, String) {
     let text = String::from_utf8_lossy(&buf).into_owned();
     let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, text)
+}
+
+/// How a test changes the embedded blob store: what `begin` does.
+pub trait BeginHook: Send + Sync + 'static {
+    fn begin<'a>(
+        &'a self,
+        inner: &'a FsBlobStore,
+        id: &'a str,
+    ) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>>;
+}
+
+/// The embedded blob store with `begin` going through a test's hook;
+/// everything else is the store's own.
+pub struct Hooked<H> {
+    pub inner: FsBlobStore,
+    pub hook: H,
+}
+
+impl<H: BeginHook> BlobStore for Hooked<H> {
+    fn begin<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>> {
+        self.hook.begin(&self.inner, id)
+    }
+    fn open<'a>(
+        &'a self,
+        id: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, std::io::Result<BlobStream>> {
+        self.inner.open(id, offset, len)
+    }
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<()>> {
+        self.inner.delete(id)
+    }
+    fn discard(&self, id: &str) {
+        self.inner.discard(id)
+    }
+    fn sweep<'a>(
+        &'a self,
+        keep: &'a (dyn Fn(&str) -> bool + Send + Sync),
+    ) -> BoxFut<'a, std::io::Result<(usize, usize)>> {
+        self.inner.sweep(keep)
+    }
 }
