@@ -20,7 +20,21 @@ struct Serve {
 
 impl Serve {
     fn start(data: &Path, extra: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bulkwire"))
+        Serve::spawn(Command::new(env!("CARGO_BIN_EXE_bulkwire")), data, extra)
+    }
+
+    /// As `start`, under `prlimit --nofile=N:N` (util-linux): a descriptor
+    /// limit the server cannot raise.
+    fn start_with_nofile(nofile: u64, data: &Path, extra: &[&str]) -> Serve {
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={nofile}:{nofile}"))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_bulkwire"));
+        Serve::spawn(cmd, data, extra)
+    }
+
+    fn spawn(mut cmd: Command, data: &Path, extra: &[&str]) -> Serve {
+        let mut child = cmd
             .args(["serve", "--listen", "127.0.0.1:0", "--data"])
             .arg(data)
             .args(extra)
@@ -30,7 +44,7 @@ impl Serve {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap();
+            .expect("starting the server (prlimit, from util-linux, for the descriptor test)");
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut banner = Vec::new();
         let addr = loop {
@@ -297,4 +311,58 @@ fn kill_9_mid_upload_then_restart_leaves_nothing() {
     assert_eq!(count_files(&data.join("blobs")), 0);
     let j = curl_json(&["-H", AUTH, &s.url("/v1/media")]);
     assert_eq!(j["media"], serde_json::json!([]));
+}
+
+/// Sends a request on a new connection and reads the answer to its end
+/// (the server closes: `Connection: close`); `None` when it took longer
+/// than `within`.
+fn answer_within(addr: SocketAddr, req: &[u8], within: Duration) -> Option<String> {
+    use std::io::Read;
+    let t0 = Instant::now();
+    let mut s = TcpStream::connect_timeout(&addr, within).ok()?;
+    s.set_read_timeout(Some(within)).unwrap();
+    s.write_all(req).ok()?;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    (t0.elapsed() < within && !text.is_empty()).then_some(text)
+}
+
+#[test]
+fn idle_connections_beyond_the_descriptor_limit_do_not_stop_service() {
+    // The test itself holds 1,100 sockets.
+    let own = bulkwire_server::conns::descriptor_limit();
+    assert!(own >= 1300, "the test needs 1,300 descriptors, has {own}");
+    let data = tmp("nofile");
+    let srv = Serve::start_with_nofile(1024, &data, &["--token", TOKEN]);
+    let idle: Vec<TcpStream> = (0..1100)
+        .map(|i| TcpStream::connect(srv.addr).unwrap_or_else(|e| panic!("connection {i}: {e}")))
+        .collect();
+    let five = Duration::from_secs(5);
+    let health = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let got = answer_within(srv.addr, health, five).expect("/healthz within 5 s");
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    let body = payload(1 << 20);
+    let mut req = format!(
+        "PUT /v1/media/one.bin HTTP/1.1\r\nHost: x\r\n{AUTH}\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    let got = answer_within(srv.addr, &req, five).expect("a 1 MiB upload within 5 s");
+    assert!(got.starts_with("HTTP/1.1 201"), "{got}");
+    assert!(got.contains(&sha256(&body)), "{got}");
+    // The cap was derived from the limit, and idle connections were shed
+    // to stay under it.
+    let metrics = curl(&["-H", AUTH, &srv.url("/metrics")]).stdout;
+    let metrics = String::from_utf8_lossy(&metrics);
+    let value = |name: &str| -> u64 {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap();
+        line[name.len()..].trim().parse().unwrap()
+    };
+    let max = value("bulkwire_max_connections ");
+    assert!(max > 100 && max < 1024, "{max}");
+    assert!(value("bulkwire_connections_shed_total ") >= 1100 - max);
+    drop(idle);
 }

@@ -117,9 +117,38 @@ pub struct Limits {
     /// mean fewer hand-offs to the blocking pool, and more memory per
     /// upload: see [`Limits::upload_reserve`].
     pub write_batch: usize,
-    /// Bytes of a rejected body read and discarded so the client sees the
-    /// error response rather than a reset connection.
-    pub drain_bytes: u64,
+    /// Lingering close: after an answer sent before the request body was
+    /// read to its end, the server half-closes and reads and discards what
+    /// the client still sends, so that a client that writes its whole body
+    /// before reading gets the answer instead of a reset. At most
+    /// `linger_ms` in all, `linger_idle_ms` without data, `linger_bytes`
+    /// (nginx's `lingering_time`, `lingering_timeout`). No upload slot or
+    /// memory reservation is held meanwhile.
+    pub linger_ms: u64,
+    pub linger_idle_ms: u64,
+    pub linger_bytes: u64,
+    /// Slowest body accepted, in bytes per second, once
+    /// `min_body_rate_grace_ms` have passed: a body's deadline is the grace
+    /// plus one second per `min_body_rate` bytes received (Apache
+    /// `mod_reqtimeout`'s `body=20,MinRate=500`); later is 408. 0 turns it
+    /// off (the idle timeout still applies).
+    pub min_body_rate: u64,
+    pub min_body_rate_grace_ms: u64,
+    /// Body bytes read before a request's credentials are checked: an
+    /// XML-RPC call must have named its user and password within them, and
+    /// a call that does not upload is read whole within them. Nothing is
+    /// admitted (no upload slot, no memory reservation) before.
+    pub preauth_bytes: u64,
+    /// Connections open at once. Absent: derived from the process's
+    /// descriptor limit at start-up (see `crate::conns`). At the cap the
+    /// idle connection that waited longest is closed for the new one, or
+    /// when none is idle the new one gets 503.
+    pub max_connections: Option<usize>,
+    /// SOAP attachments stored before the root part says whether they are
+    /// referenced (an MTOM `start` may name a later part); each holds a
+    /// temp file. Attachments after the root that nothing refers to are
+    /// discarded as they stream.
+    pub soap_early_attachments: usize,
     /// Most items one `GET /v1/media` returns.
     pub list_limit: usize,
     /// Bytes of an uploaded file's name kept in metadata.
@@ -149,7 +178,14 @@ impl Default for Limits {
             memory_budget: 256 << 20,
             read_buffer: 256 << 10,
             write_batch: 1 << 20,
-            drain_bytes: 1 << 20,
+            linger_ms: 30_000,
+            linger_idle_ms: 5_000,
+            linger_bytes: 256 << 20,
+            min_body_rate: 500,
+            min_body_rate_grace_ms: 20_000,
+            preauth_bytes: 64 << 10,
+            max_connections: None,
+            soap_early_attachments: 4,
             list_limit: 1000,
             filename_bytes: 1024,
             shutdown_grace_ms: 30_000,
@@ -175,6 +211,10 @@ impl Limits {
             ("idle_timeout_ms", self.idle_timeout_ms),
             ("header_timeout_ms", self.header_timeout_ms),
             ("list_limit", self.list_limit as u64),
+            ("linger_ms", self.linger_ms),
+            ("linger_idle_ms", self.linger_idle_ms),
+            ("preauth_bytes", self.preauth_bytes),
+            ("max_connections", self.max_connections.unwrap_or(1) as u64),
         ];
         match zero.iter().find(|(_, v)| *v == 0) {
             Some((n, _)) => Err(format!("limits.{n} must be > 0")),
@@ -237,6 +277,21 @@ impl Limits {
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
     }
+
+    /// When a body that began at `start` and has brought `received` bytes
+    /// must have brought more ([`Limits::min_body_rate`]); `None` when the
+    /// rate is off.
+    pub fn body_deadline(
+        &self,
+        start: std::time::Instant,
+        received: u64,
+    ) -> Option<std::time::Instant> {
+        if self.min_body_rate == 0 {
+            return None;
+        }
+        let earned = Duration::from_secs_f64(received as f64 / self.min_body_rate as f64);
+        Some(start + Duration::from_millis(self.min_body_rate_grace_ms) + earned)
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +319,19 @@ mod tests {
         assert!(e.contains("file_byte"), "{e}");
         let e = Config::from_toml_str("[limits]\nmax_uploads = 0\n").unwrap_err();
         assert!(e.contains("max_uploads"), "{e}");
+    }
+
+    #[test]
+    fn body_deadline_grows_with_bytes() {
+        let l = Limits::default();
+        let t = std::time::Instant::now();
+        assert_eq!(l.body_deadline(t, 0), Some(t + Duration::from_secs(20)));
+        assert_eq!(l.body_deadline(t, 1000), Some(t + Duration::from_secs(22)));
+        let off = Limits {
+            min_body_rate: 0,
+            ..Limits::default()
+        };
+        assert_eq!(off.body_deadline(t, 1000), None);
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub enum Kind {
     Busy,
     NotFound,
     MethodNotAllowed,
+    /// A body without a length where one is needed (411).
+    LengthRequired,
     /// The client went away mid-body; nobody will read the response.
     Aborted,
     /// Storage failed (I/O or database error).
@@ -45,6 +47,7 @@ impl Kind {
             Kind::Busy => "busy",
             Kind::NotFound => "not_found",
             Kind::MethodNotAllowed => "method_not_allowed",
+            Kind::LengthRequired => "length_required",
             Kind::Aborted => "aborted",
             Kind::Storage => "storage",
             Kind::StorageFull => "storage_full",
@@ -61,6 +64,7 @@ impl Kind {
             Kind::Busy => StatusCode::SERVICE_UNAVAILABLE,
             Kind::NotFound => StatusCode::NOT_FOUND,
             Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Kind::LengthRequired => StatusCode::LENGTH_REQUIRED,
             Kind::Storage => StatusCode::INTERNAL_SERVER_ERROR,
             Kind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
         }
@@ -139,6 +143,16 @@ impl fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+/// A metadata error: 507 when the store is out of room, else 500.
+impl From<crate::store::MetaError> for ApiError {
+    fn from(e: crate::store::MetaError) -> Self {
+        if e.full {
+            return ApiError::new(Kind::StorageFull, format!("storage full: {e}"));
+        }
+        ApiError::storage(e)
+    }
+}
 
 /// The server's name for a codec limit: the codec's own name, except where
 /// the server's [`crate::Limits`] field is called differently.

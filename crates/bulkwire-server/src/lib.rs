@@ -21,6 +21,7 @@
 
 pub mod auth;
 mod config;
+pub mod conns;
 mod error;
 pub mod handlers;
 pub mod metrics;

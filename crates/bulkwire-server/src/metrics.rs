@@ -48,6 +48,17 @@ pub struct Metrics {
     /// sink and storage (SOAP, XML-RPC).
     pub peak_staging_buffer: AtomicU64,
     pub active_uploads: AtomicI64,
+    /// Connections being served, and their cap (`max_connections`).
+    pub connections: AtomicI64,
+    pub max_connections: AtomicU64,
+    /// Connections in a lingering close, and the bytes they discarded.
+    pub lingering: AtomicI64,
+    pub lingered_bytes: AtomicU64,
+    /// Idle connections closed to make room at the cap.
+    pub connections_shed: AtomicU64,
+    /// Connections refused at the cap (answered 503, or closed when even
+    /// the refusals were at their cap).
+    pub connections_refused: AtomicU64,
     duration_buckets: [AtomicU64; BUCKETS.len()],
     duration_count: AtomicU64,
     duration_sum_us: AtomicU64,
@@ -136,6 +147,7 @@ impl Metrics {
             "Uploads in progress.",
             self.active_uploads.load(Relaxed),
         );
+        self.render_connections(&mut o);
         self.render_durations(&mut o);
         render_memory(&mut o);
         o
@@ -174,6 +186,47 @@ impl Metrics {
                 escape(reason)
             );
         }
+    }
+
+    fn render_connections(&self, o: &mut String) {
+        let g = |o: &mut String, n, h, v| gauge(o, n, h, v);
+        g(
+            o,
+            "bulkwire_connections",
+            "Connections being served.",
+            self.connections.load(Relaxed),
+        );
+        g(
+            o,
+            "bulkwire_max_connections",
+            "The cap on connections (limits.max_connections, or derived).",
+            self.max_connections.load(Relaxed) as i64,
+        );
+        g(
+            o,
+            "bulkwire_lingering_connections",
+            "Connections in a lingering close after an early answer.",
+            self.lingering.load(Relaxed),
+        );
+        let c = |o: &mut String, n, h, v| counter(o, n, h, v);
+        c(
+            o,
+            "bulkwire_lingered_bytes_total",
+            "Bytes read and discarded by lingering closes.",
+            self.lingered_bytes.load(Relaxed),
+        );
+        c(
+            o,
+            "bulkwire_connections_shed_total",
+            "Idle connections closed to make room at max_connections.",
+            self.connections_shed.load(Relaxed),
+        );
+        c(
+            o,
+            "bulkwire_connections_refused_total",
+            "Connections refused at max_connections with every one busy.",
+            self.connections_refused.load(Relaxed),
+        );
     }
 
     fn render_durations(&self, o: &mut String) {

@@ -10,6 +10,7 @@
 
 use crate::auth::Auth;
 use crate::config::Config;
+use crate::conns::{self, Admit, Io};
 use crate::handlers;
 use crate::state::AppState;
 use crate::store::{self, BlobStore, FsBlobStore, MetaStore, SqliteMeta};
@@ -20,9 +21,10 @@ use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -108,19 +110,10 @@ impl Server {
         loop {
             tokio::select! {
                 r = self.listener.accept() => match r {
-                    Ok((stream, _)) => {
-                        let state = self.state.clone();
-                        let svc = service_fn(move |req| handlers::handle(state.clone(), req));
-                        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), svc));
-                        tokio::spawn(async move {
-                            if let Err(e) = conn.await {
-                                tracing::debug!(error = %e, "connection ended with an error");
-                            }
-                        });
-                    }
+                    Ok((stream, _)) => self.accept(stream, &builder, &graceful),
                     Err(e) => {
-                        // Out of file descriptors and the like: back off
-                        // instead of spinning.
+                        // Only when the descriptor budget was overrun from
+                        // outside (see `conns`): back off, do not spin.
                         tracing::warn!(error = %e, "accept failed");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
@@ -136,6 +129,51 @@ impl Server {
             }
         }
         Ok(())
+    }
+
+    /// Serves a new connection within the budget ([`crate::conns`]): shed
+    /// the longest idle one at the cap, or answer 503.
+    fn accept(&self, stream: TcpStream, builder: &http1::Builder, graceful: &GracefulShutdown) {
+        let state = self.state.clone();
+        let (admit, shed) = state.conns.admit();
+        if shed {
+            state.metrics.connections_shed.fetch_add(1, Relaxed);
+        }
+        let (handle, shed_rx) = match admit {
+            Admit::Serve(h, rx) => (h, rx),
+            Admit::Refuse(permit) => {
+                state.metrics.connections_refused.fetch_add(1, Relaxed);
+                let max = state.conns.max();
+                tokio::spawn(async move {
+                    conns::refuse(stream, state, max).await;
+                    drop(permit);
+                });
+                return;
+            }
+            Admit::Drop => {
+                state.metrics.connections_refused.fetch_add(1, Relaxed);
+                return;
+            }
+        };
+        state.metrics.connections.fetch_add(1, Relaxed);
+        let io = TokioIo::new(Io::new(stream, state.clone()));
+        let svc_state = state.clone();
+        let svc_handle = handle.clone();
+        let svc = service_fn(move |req| {
+            let busy = svc_handle.busy();
+            handlers::handle(svc_state.clone(), req, busy)
+        });
+        let conn = graceful.watch(builder.serve_connection(io, svc));
+        tokio::spawn(async move {
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                },
+                Ok(()) = shed_rx => tracing::debug!("idle connection shed at max_connections"),
+            }
+            drop(handle);
+            state.metrics.connections.fetch_sub(1, Relaxed);
+        });
     }
 
     /// Runs on the current runtime in the background; for tests and

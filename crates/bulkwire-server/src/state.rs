@@ -21,6 +21,8 @@ pub struct AppState {
     pub(crate) memory: Arc<Semaphore>,
     /// KiB one upload reserves.
     pub(crate) reserve_permits: u32,
+    /// The connection budget (`max_connections`, shedding).
+    pub conns: Arc<crate::conns::Conns>,
     /// The XML-RPC method table (names → handlers, help, signatures).
     pub(crate) xmlrpc: crate::handlers::xmlrpc::Methods,
 }
@@ -35,12 +37,20 @@ impl AppState {
         let l = &config.limits;
         let budget = (l.memory_budget / 1024).min(Semaphore::MAX_PERMITS as u64) as usize;
         let reserve = l.upload_reserve().div_ceil(1024).min(u32::MAX as u64) as u32;
+        let max_conns = l.max_connections.unwrap_or_else(|| {
+            crate::conns::derive_max_connections(crate::conns::descriptor_limit(), l)
+        });
+        let metrics = Metrics::default();
+        metrics
+            .max_connections
+            .store(max_conns as u64, std::sync::atomic::Ordering::Relaxed);
         AppState {
             uploads: Arc::new(Semaphore::new(l.max_uploads)),
             memory: Arc::new(Semaphore::new(budget)),
             reserve_permits: reserve,
             xmlrpc: crate::handlers::xmlrpc::Methods::new(),
-            metrics: Metrics::default(),
+            conns: Arc::new(crate::conns::Conns::new(max_conns)),
+            metrics,
             config,
             auth,
             blobs,

@@ -69,12 +69,6 @@ impl Drop for Admission {
     }
 }
 
-/// True when the client waits for `100 Continue` before sending the body.
-fn expects_continue(h: &HeaderMap) -> bool {
-    h.get(http::header::EXPECT)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
-}
-
 /// 413 at once when the declared `Content-Length` is over `limit`.
 pub fn check_declared_length(
     h: &HeaderMap,
@@ -91,41 +85,49 @@ pub fn check_declared_length(
     }
 }
 
-/// A request body read frame by frame, with an idle deadline per frame and
-/// the body-size limit.
+/// A request body read frame by frame, with an idle deadline per frame, a
+/// deadline for the whole body that grows with the bytes received
+/// ([`crate::Limits::min_body_rate`]) and the body-size limit.
+///
+/// A handler that answers before the body's end does not read the rest:
+/// its answer says `Connection: close` and the connection lingers
+/// (`crate::conns`), reading and discarding what the client still sends,
+/// holding no upload slot or memory reservation.
 pub struct BodyReader {
     state: Arc<AppState>,
     body: Incoming,
+    start: Instant,
     received: u64,
     done: bool,
-    polled: bool,
-    expects_continue: bool,
 }
 
 impl BodyReader {
-    pub fn new(state: &Arc<AppState>, body: Incoming, headers: &HeaderMap) -> BodyReader {
+    pub fn new(state: &Arc<AppState>, body: Incoming) -> BodyReader {
+        let done = http_body::Body::is_end_stream(&body);
         BodyReader {
             state: state.clone(),
             body,
+            start: Instant::now(),
             received: 0,
-            done: false,
-            polled: false,
-            expects_continue: expects_continue(headers),
+            done,
         }
     }
 
     /// The next chunk of data, `None` at the end. A stall longer than the
-    /// idle timeout is 408, a broken connection [`Kind::Aborted`], more than
-    /// `body_bytes` 413.
+    /// idle timeout or a body slower than the minimum rate is 408, a broken
+    /// connection [`Kind::Aborted`], more than `body_bytes` 413.
     pub async fn next(&mut self) -> Result<Option<Bytes>, ApiError> {
-        let idle = self.state.config.limits.idle_timeout();
-        let limit = self.state.config.limits.body_bytes;
+        let l = &self.state.config.limits;
+        let (idle, limit) = (l.idle_timeout(), l.body_bytes);
         loop {
             if self.done {
                 return Ok(None);
             }
-            self.polled = true;
-            let frame = match tokio::time::timeout(idle, self.body.frame()).await {
+            let deadline = l.body_deadline(self.start, self.received);
+            let now = Instant::now();
+            let wait = deadline.map_or(idle, |d| idle.min(d.saturating_duration_since(now)));
+            let frame = match tokio::time::timeout(wait, self.body.frame()).await {
+                Err(_) if wait < idle => return Err(too_slow(l)),
                 Err(_) => return Err(timeout(idle)),
                 Ok(None) => {
                     self.done = true;
@@ -158,54 +160,15 @@ impl BodyReader {
         }
     }
 
-    /// True once the body was read to its end.
+    /// True once the body was read to its end (or had none): the
+    /// connection can carry the next request.
     pub fn is_done(&self) -> bool {
         self.done
     }
 
-    /// After a rejection: reads and discards up to `drain_bytes` more, for
-    /// at most a few seconds, so that the client is done sending and reads
-    /// the error instead of a reset connection. Not done when the client
-    /// waits for `100 Continue` and got none: its body never comes.
-    pub async fn drain(&mut self) {
-        let l = &self.state.config.limits;
-        let total = l.idle_timeout().min(Duration::from_secs(5));
-        self.discard(l.drain_bytes, total).await;
-    }
-
-    /// After a fault that the protocol delivers in a normal response (XML-RPC
-    /// answers everything with HTTP 200, as WordPress does): reads and
-    /// discards the rest of the body, up to `body_bytes` and as long as data
-    /// keeps coming within the idle timeout. Clients such as Python's
-    /// `xmlrpc.client` send the whole request before reading the answer, so
-    /// closing early would give them a broken pipe instead of the fault.
-    /// Nothing is kept: the cost is the bandwidth of an accepted upload.
-    pub async fn drain_to_end(&mut self) {
-        let l = &self.state.config.limits;
-        let total = l.idle_timeout().max(Duration::from_secs(3600));
-        self.discard(l.body_bytes, total).await;
-    }
-
-    async fn discard(&mut self, max_bytes: u64, total: Duration) {
-        if self.done || (self.expects_continue && !self.polled) {
-            return;
-        }
-        let l = &self.state.config.limits;
-        let deadline = Instant::now() + total;
-        let mut left = max_bytes;
-        let idle = l.idle_timeout();
-        while left > 0 && !self.done {
-            let wait = deadline.saturating_duration_since(Instant::now()).min(idle);
-            match tokio::time::timeout(wait, self.body.frame()).await {
-                Ok(Some(Ok(f))) => {
-                    let n = f.data_ref().map_or(0, |d| d.len() as u64);
-                    self.state.metrics.bytes_received.fetch_add(n, Relaxed);
-                    left = left.saturating_sub(n);
-                }
-                Ok(None) => self.done = true,
-                _ => return,
-            }
-        }
+    /// Body bytes received so far.
+    pub fn received(&self) -> u64 {
+        self.received
     }
 }
 
@@ -215,6 +178,18 @@ fn timeout(idle: Duration) -> ApiError {
         format!("no body data for {} ms", idle.as_millis()),
     );
     e.limit = Some(("idle_timeout_ms", idle.as_millis() as u64));
+    e
+}
+
+fn too_slow(l: &crate::Limits) -> ApiError {
+    let mut e = ApiError::new(
+        Kind::Timeout,
+        format!(
+            "body slower than min_body_rate = {} bytes/s (after min_body_rate_grace_ms = {})",
+            l.min_body_rate, l.min_body_rate_grace_ms
+        ),
+    );
+    e.limit = Some(("min_body_rate", l.min_body_rate));
     e
 }
 
@@ -463,7 +438,7 @@ impl Ingest {
                 for id in &ids {
                     self.state.blobs.discard(id);
                 }
-                Err(ApiError::storage(e))
+                Err(ApiError::from(e))
             }
         }
     }

@@ -539,6 +539,7 @@ impl Walker {
             cid: None,
             content_type: self.content_type.as_deref(),
             paths: &paths,
+            paths_final: true,
         };
         sink.begin(&info).map_err(|e| Fail {
             err: Error::sink(e, 0),

@@ -58,6 +58,10 @@ pub struct BinaryInfo<'a> {
     /// attachment that arrives before the root part or that nothing
     /// references ([`Message`] has the final list).
     pub paths: &'a [String],
+    /// True when `paths` is final: for inline base64, and for an attachment
+    /// after the root part (one nothing refers to is then known as such
+    /// and can be discarded as it streams); false before the root.
+    pub paths_final: bool,
 }
 
 /// Where binaries go. One sink serves a whole message: binaries come one at

@@ -339,6 +339,7 @@ impl<S: Sink> Core<S> {
             cid: Some(&cid),
             content_type: ct.as_deref(),
             paths: &paths,
+            paths_final: self.root.is_some(),
         };
         self.sink.begin(&info).map_err(|e| Error::sink(e, at))?;
         self.out.open = true;

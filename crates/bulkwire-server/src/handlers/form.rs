@@ -26,9 +26,9 @@ const FORMAT: &str = "multipart";
 /// Handles the request; never fails (errors become responses).
 pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     let (parts, body) = req.into_parts();
-    let mut reader = BodyReader::new(state, body, &parts.headers);
+    let mut reader = BodyReader::new(state, body);
     let result = run(state, &parts.headers, &mut reader).await;
-    finish_upload(state, FORMAT, &mut reader, result).await
+    finish_upload(state, FORMAT, &reader, result)
 }
 
 /// What the part being read goes to.

@@ -27,12 +27,7 @@ async fn find(state: &AppState, id: &str) -> Result<MediaRecord, ApiError> {
     if !is_id(id) {
         return Err(not_found());
     }
-    state
-        .meta
-        .get(id)
-        .await
-        .map_err(ApiError::storage)?
-        .ok_or_else(not_found)
+    state.meta.get(id).await?.ok_or_else(not_found)
 }
 
 /// `GET` or `HEAD` one blob.
@@ -66,7 +61,7 @@ pub async fn download(
             .blobs
             .open(&m.id, start, len)
             .await
-            .map_err(ApiError::storage)?;
+            .map_err(open_error)?;
         CountingBody {
             stream: s,
             state: state.clone(),
@@ -92,6 +87,15 @@ pub async fn download(
         hs.insert(header::CONTENT_RANGE, hv(&cr));
     }
     Ok(r)
+}
+
+/// A blob that cannot be opened: gone under a racing `DELETE` (its row
+/// was read just before) is 404, as if the row had been gone too.
+fn open_error(e: std::io::Error) -> ApiError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return ApiError::new(Kind::NotFound, "no such media (deleted meanwhile)");
+    }
+    crate::upload::storage_error(e)
 }
 
 /// A value we formatted ourselves from visible ASCII.
@@ -282,11 +286,7 @@ pub async fn list(state: &Arc<AppState>, query: Option<&str>) -> Result<Response
             _ => return Err(bad()),
         }
     }
-    let rows = state
-        .meta
-        .list(after, limit)
-        .await
-        .map_err(ApiError::storage)?;
+    let rows = state.meta.list(after, limit).await?;
     let next = (rows.len() == limit)
         .then(|| rows.last().map(|r| r.seq.to_string()))
         .flatten();
@@ -301,7 +301,7 @@ pub async fn list(state: &Arc<AppState>, query: Option<&str>) -> Result<Response
 /// leaves an orphan blob, removed at the next start.
 pub async fn delete(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
     let m = find(state, id).await?;
-    if !state.meta.delete(&m.id).await.map_err(ApiError::storage)? {
+    if !state.meta.delete(&m.id).await? {
         return Err(ApiError::new(Kind::NotFound, "no such media"));
     }
     if let Err(e) = state.blobs.delete(&m.id).await {

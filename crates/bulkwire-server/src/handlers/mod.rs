@@ -23,6 +23,7 @@ pub mod raw;
 pub mod soap;
 pub mod xmlrpc;
 
+use crate::conns::Busy;
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
 use crate::response::{self, Response};
@@ -34,12 +35,53 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The service function: every request, timed.
-pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response, Infallible> {
+/// The service function: every request, timed. `busy` marks the
+/// connection busy (never shed) until the answer's body is dropped, which
+/// hyper does once it is sent.
+pub async fn handle(
+    state: Arc<AppState>,
+    req: Request<Incoming>,
+    busy: Busy,
+) -> Result<Response, Infallible> {
     let start = Instant::now();
-    let r = route(&state, req).await;
+    let r = match framing_error(&req) {
+        Some(e) => reject(&state, req, e),
+        None => route(&state, req).await,
+    };
     state.metrics.observe_request(start.elapsed());
-    Ok(r)
+    Ok(r.map(|b| response::guarded(b, busy)))
+}
+
+/// What hyper accepts but RFC 9112 does not: an HTTP/1.1 request without
+/// exactly one `Host` (§3.2, 400), `chunked` applied twice (§6.1, 400), and
+/// an HTTP/1.0 request with a body it cannot frame (§6.3: no
+/// `Content-Length`, and HTTP/1.0 has no chunked coding; 411 where the
+/// method carries a body, since hyper would read it as empty).
+fn framing_error(req: &Request<Incoming>) -> Option<ApiError> {
+    let h = req.headers();
+    let hosts = h.get_all(http::header::HOST).iter().count();
+    let v11 = req.version() == http::Version::HTTP_11;
+    if hosts > 1 || (v11 && hosts == 0) {
+        let m = "an HTTP/1.1 request needs exactly one Host header (RFC 9112 section 3.2)";
+        return Some(ApiError::new(Kind::Malformed, m));
+    }
+    let chunked = h
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .filter(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+        .count();
+    if chunked > 1 {
+        let m = "chunked applied more than once (RFC 9112 section 6.1)";
+        return Some(ApiError::new(Kind::Malformed, m));
+    }
+    let sends_body = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH);
+    let v10 = req.version() == http::Version::HTTP_10;
+    if v10 && sends_body && !h.contains_key(http::header::CONTENT_LENGTH) {
+        let m = "an HTTP/1.0 request body needs a Content-Length";
+        return Some(ApiError::new(Kind::LengthRequired, m));
+    }
+    None
 }
 
 async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
@@ -64,21 +106,21 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
                 Kind::MethodNotAllowed,
                 "XML-RPC server accepts POST requests only",
             );
-            return reject(state, req, e).await;
+            return reject(state, req, e);
         }
         return xmlrpc::call(state, req).await;
     }
     let Some(rest) = path.strip_prefix("/v1/media") else {
-        return reject(state, req, ApiError::new(Kind::NotFound, "no such route")).await;
+        return reject(state, req, ApiError::new(Kind::NotFound, "no such route"));
     };
     if !(rest.is_empty() || rest.starts_with('/')) {
-        return reject(state, req, ApiError::new(Kind::NotFound, "no such route")).await;
+        return reject(state, req, ApiError::new(Kind::NotFound, "no such route"));
     }
     let auth = req.headers().get(http::header::AUTHORIZATION);
     let allowed = state.auth.check(auth.map(|v| v.as_bytes()));
     if !allowed {
         let e = ApiError::new(Kind::Unauthorized, "missing or bad credentials");
-        return reject(state, req, e).await;
+        return reject(state, req, e);
     }
     let rest = rest.to_string();
     let r = media_route(state, req, &rest).await;
@@ -108,27 +150,27 @@ async fn media_route(
             state,
             req,
             ApiError::new(Kind::MethodNotAllowed, "method not allowed"),
-        )
-        .await),
+        )),
     }
 }
 
-/// An error before a handler took the body: counted, the body drained
-/// (bounded) so the client reads the answer.
-async fn reject(state: &Arc<AppState>, req: Request<Incoming>, e: ApiError) -> Response {
+/// An error before a handler took the body: counted and answered at once.
+/// A body that was not read makes it the connection's last answer; the
+/// lingering close (`crate::conns`) lets the client finish sending and
+/// read it.
+fn reject(state: &Arc<AppState>, req: Request<Incoming>, e: ApiError) -> Response {
     state.metrics.rejected(e.reason());
-    let (parts, body) = req.into_parts();
-    let mut reader = BodyReader::new(state, body, &parts.headers);
-    reader.drain().await;
-    response::error(&e, !reader.is_done())
+    let unread = !http_body::Body::is_end_stream(req.body());
+    response::error(&e, unread)
 }
 
-/// Ends an upload handler: outcome metrics, and for an error the bounded
-/// drain and the JSON error response.
-pub(crate) async fn finish_upload(
+/// Ends an upload handler: outcome metrics, and for an error the JSON
+/// error response (the connection's last when the body was not read to
+/// its end).
+pub(crate) fn finish_upload(
     state: &Arc<AppState>,
     format: &str,
-    reader: &mut BodyReader,
+    reader: &BodyReader,
     result: Result<Response, ApiError>,
 ) -> Response {
     let e = match result {
@@ -146,9 +188,6 @@ pub(crate) async fn finish_upload(
     state.metrics.upload_done(format, outcome);
     if outcome == Outcome::Rejected {
         state.metrics.rejected(e.reason());
-    }
-    if !matches!(e.kind, Kind::Timeout | Kind::Aborted) {
-        reader.drain().await;
     }
     if outcome == Outcome::Failed {
         tracing::warn!(format, error = %e, "upload failed");

@@ -15,9 +15,9 @@ const FORMAT: &str = "raw";
 
 pub async fn upload(state: &Arc<AppState>, name: &str, req: Request<Incoming>) -> Response {
     let (parts, body) = req.into_parts();
-    let mut reader = BodyReader::new(state, body, &parts.headers);
+    let mut reader = BodyReader::new(state, body);
     let result = run(state, name, &parts.headers, &mut reader).await;
-    finish_upload(state, FORMAT, &mut reader, result).await
+    finish_upload(state, FORMAT, &reader, result)
 }
 
 async fn run(

@@ -114,10 +114,8 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
         "POST a SOAP request, or GET /soap?wsdl",
     );
     state.metrics.rejected(e.reason());
-    let (parts, body) = req.into_parts();
-    let mut reader = BodyReader::new(state, body, &parts.headers);
-    reader.drain().await;
-    fault_response(SoapVersion::Soap11, &e, !reader.is_done())
+    let unread = !http_body::Body::is_end_stream(req.body());
+    fault_response(SoapVersion::Soap11, &e, unread)
 }
 
 /// `http://HOST/soap` for the WSDL's addresses: the request's `Host` when
@@ -160,16 +158,15 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
         .unwrap_or("")
         .to_owned();
     let version = version_of(&ct);
-    let mut reader = BodyReader::new(state, body, &parts.headers);
+    let mut reader = BodyReader::new(state, body);
     let auth = parts.headers.get(http::header::AUTHORIZATION);
     if !state.auth.check(auth.map(|v| v.as_bytes())) {
         let e = ApiError::new(Kind::Unauthorized, "missing or bad credentials");
         state.metrics.rejected(e.reason());
-        reader.drain().await;
         return fault_response(version, &e, !reader.is_done());
     }
     let result = run(state, &ct, &parts.headers, &mut reader).await;
-    finish(state, version, &mut reader, result).await
+    finish(state, version, &reader, result)
 }
 
 /// The files the binaries of one message went to, by binary index.
@@ -197,18 +194,21 @@ async fn run(
     let _admission = admit(state)?;
     let xop = xop_limits(limits);
     let _extra = reserve_extra(state, &xop)?;
-    let mut parser = Parser::new(ct, select(), xop, Staging::default()).map_err(codec_error)?;
+    let staging = Staging::new(limits.soap_early_attachments);
+    let mut parser = Parser::new(ct, select(), xop, staging).map_err(codec_error)?;
     let mut ingest = Ingest::new(state);
     let mut files = Files::default();
     loop {
         let chunk = reader.next().await?;
         let Some(input) = chunk else {
-            parser.feed(&[], true).map_err(codec_error)?;
+            let r = parser.feed(&[], true);
+            r.map_err(|e| sink_error(e, parser.sink()))?;
             apply(&mut ingest, &mut files, parser.sink().drain()).await?;
             break;
         };
         for piece in input.chunks(STAGE_INPUT) {
-            parser.feed(piece, false).map_err(codec_error)?;
+            let r = parser.feed(piece, false);
+            r.map_err(|e| sink_error(e, parser.sink()))?;
             apply(&mut ingest, &mut files, parser.sink().drain()).await?;
         }
     }
@@ -351,6 +351,14 @@ fn limit_name(l: LimitKind) -> &'static str {
     }
 }
 
+/// Maps a codec error, or what the staging refused (`staging::Inner::admit`).
+fn sink_error(e: bulkwire_xop::Error, staging: &Staging) -> ApiError {
+    match staging.refusal() {
+        Some(refused) => refused,
+        None => codec_error(e),
+    }
+}
+
 /// Maps a codec error: limit 413 naming the server limit, malformed or
 /// truncated 400, not MTOM or SOAP 415, a failed sink 500.
 fn codec_error(e: bulkwire_xop::Error) -> ApiError {
@@ -371,10 +379,10 @@ fn codec_error(e: bulkwire_xop::Error) -> ApiError {
 
 /// Ends an upload: outcome metrics; for an error the bounded drain and the
 /// fault (as `handlers::finish_upload` does for JSON).
-async fn finish(
+fn finish(
     state: &Arc<AppState>,
     version: SoapVersion,
-    reader: &mut BodyReader,
+    reader: &BodyReader,
     result: Result<(SoapVersion, Uploaded), ApiError>,
 ) -> Response {
     let e = match result {
@@ -392,9 +400,6 @@ async fn finish(
     state.metrics.upload_done(FORMAT, outcome);
     if outcome == Outcome::Rejected {
         state.metrics.rejected(e.reason());
-    }
-    if !matches!(e.kind, Kind::Timeout | Kind::Aborted) {
-        reader.drain().await;
     }
     if outcome == Outcome::Failed {
         tracing::warn!(error = %e, "SOAP upload failed");
@@ -453,7 +458,7 @@ mod tests {
         let d = xop_limits(&crate::Limits::default());
         assert_eq!(extra_reserve(&d), 220 * 1024);
         assert_eq!((d.fields, d.text_bytes), (2, 64 * 1024));
-        let mut p = Parser::new("text/xml", select(), x, Staging::default()).unwrap();
+        let mut p = Parser::new("text/xml", select(), x, Staging::new(4)).unwrap();
         let e = codec_error(
             p.feed(b"<soap:Envelope xmlns:soap=\"x\">", true)
                 .unwrap_err(),
@@ -468,7 +473,7 @@ mod tests {
             "application/json",
             select(),
             xop_limits(&crate::Limits::default()),
-            Staging::default(),
+            Staging::new(4),
         )
         .err()
         .map(codec_error)
@@ -478,7 +483,7 @@ mod tests {
             "text/xml",
             select(),
             xop_limits(&crate::Limits::default()),
-            Staging::default(),
+            Staging::new(4),
         )
         .unwrap();
         let e = codec_error(p.feed(b"<notsoap/>", true).unwrap_err());

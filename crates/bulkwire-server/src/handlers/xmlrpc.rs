@@ -15,8 +15,13 @@
 //! after each slice the staged bytes go to a [`FileSink`], so memory per
 //! upload does not grow with the file (WordPress's IXR parser needed
 //! 2.5 GB for a 200 MB upload). Credentials come before the struct: they
-//! are checked as soon as the password param is complete, and the file is
-//! only opened once they passed, so a bad login never writes a byte.
+//! are checked as soon as the password param is complete, and only then does
+//! the call take an upload slot and its memory reservation and open the
+//! file: a bad login never holds either, nor writes a byte. Until then the
+//! call may read at most `preauth_bytes` of body (a call that uploads
+//! nothing is read whole within them), and the body's minimum rate applies
+//! from the first byte, so strangers cannot lock users out by trickling
+//! calls that never reach a password.
 //!
 //! Errors are XML-RPC faults over HTTP 200, with WordPress's codes: 403
 //! bad login, -32601 unknown method, -32700 not well-formed, -32600 not a
@@ -31,7 +36,7 @@ use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
 use crate::response::{self, Response};
 use crate::state::AppState;
-use crate::upload::{admit, check_declared_length, BodyReader, FileSink, Ingest};
+use crate::upload::{admit, check_declared_length, Admission, BodyReader, FileSink, Ingest};
 use bulkwire_xmlrpc::{
     encode_fault, encode_response, Base64Sink, EncodeOptions, ErrorKind, Fault, LimitKind, Parser,
     PathSeg, Value, ValuePath,
@@ -234,19 +239,22 @@ impl Base64Sink for Staging {
 pub async fn call(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     let (parts, body) = req.into_parts();
     let base = base_url(&parts.headers);
-    let mut reader = BodyReader::new(state, body, &parts.headers);
+    let mut reader = BodyReader::new(state, body);
     let ctx = Ctx { state, base: &base };
     let mut call = Call {
         ctx,
         method: None,
         logged_in: false,
+        admitted: None,
+        fed: 0,
         ingest: Ingest::new(state),
         file: None,
     };
     let result = call.run(&parts.headers, &mut reader).await;
     let upload = call.method.is_some_and(Info::is_upload);
+    // The slot and the memory go back before the answer is sent.
     drop(call);
-    finish(state, upload, &mut reader, result).await
+    finish(state, upload, &reader, result)
 }
 
 /// One request in progress.
@@ -254,6 +262,10 @@ struct Call<'a> {
     ctx: Ctx<'a>,
     method: Option<&'static Info>,
     logged_in: bool,
+    /// The upload slot and memory, taken once the login passed.
+    admitted: Option<(Admission, OwnedSemaphorePermit)>,
+    /// Body bytes fed to the parser.
+    fed: u64,
     ingest: Ingest,
     file: Option<FileSink>,
 }
@@ -263,8 +275,8 @@ impl Call<'_> {
         let state = self.ctx.state;
         let limits = &state.config.limits;
         check_declared_length(h, "body_bytes", limits.body_bytes)?;
-        let _admission = admit(state)?;
-        let _extra = reserve_extra(state)?;
+        // Nothing is admitted yet: until `gate` has checked the login, the
+        // call may not read more than `preauth_bytes` (see `slice_len`).
         let mut parser = Parser::new(limits.xmlrpc(), Staging::new());
         let r = self.read(reader, &mut parser).await;
         state.metrics.parser_peak(parser.peak_buffered_bytes());
@@ -303,11 +315,42 @@ impl Call<'_> {
             };
             let mut off = 0;
             while off < chunk.len() {
-                let end = (off + FEED_SLICE).min(chunk.len());
+                let end = (off + self.slice_len()?).min(chunk.len());
+                self.fed += (end - off) as u64;
                 self.feed(parser, chunk.slice(off..end), false).await?;
                 off = end;
             }
         }
+    }
+
+    /// How much body to feed next: a slice once admitted; before, what is
+    /// left of `preauth_bytes` (an error when nothing is).
+    fn slice_len(&self) -> Result<usize, Failure> {
+        if self.admitted.is_some() {
+            return Ok(FEED_SLICE);
+        }
+        let pre = self.ctx.state.config.limits.preauth_bytes;
+        match pre.saturating_sub(self.fed) {
+            0 => {
+                let mut e = ApiError::limit("preauth_bytes", pre);
+                e.message = format!(
+                    "{}: an upload must give its username and password within the first \
+                     {pre} bytes, and a call that uploads nothing must fit in them",
+                    e.message
+                );
+                Err(e.into())
+            }
+            left => Ok(left.min(FEED_SLICE as u64) as usize),
+        }
+    }
+
+    /// Takes the upload slot and memory, once the login passed.
+    fn admit(&mut self) -> Result<(), Failure> {
+        let state = self.ctx.state;
+        let a = admit(state)?;
+        let extra = reserve_extra(state)?;
+        self.admitted = Some((a, extra));
+        Ok(())
     }
 
     async fn feed(
@@ -336,6 +379,7 @@ impl Call<'_> {
         if upload && !self.logged_in && parser.params().len() >= 3 {
             methods::login(self.ctx.state, parser.params())?;
             self.logged_in = true;
+            self.admit()?;
         }
         if parser.sink().values > 0 && !(upload && self.logged_in) {
             // Unreachable for an upload (its params 0–2 end before
@@ -425,11 +469,13 @@ fn base_url(h: &HeaderMap) -> String {
     }
 }
 
-/// Metrics, the bounded drain after a failure, and the response.
-async fn finish(
+/// Metrics and the response; after a failure before the body's end, the
+/// connection's last (its lingering close lets a client that sends first
+/// read the fault).
+fn finish(
     state: &Arc<AppState>,
     upload: bool,
-    reader: &mut BodyReader,
+    reader: &BodyReader,
     result: Result<Out, Failure>,
 ) -> Response {
     let f = match result {
@@ -455,13 +501,6 @@ async fn finish(
         Failure::Api(e) => Some(e.kind),
         Failure::Fault(_) => None,
     };
-    match api_kind {
-        Some(Kind::Timeout | Kind::Aborted) => {}
-        // Over a limit or out of room: the body is not read further than
-        // the usual bounded drain.
-        Some(Kind::Limit | Kind::Busy) => reader.drain().await,
-        _ => reader.drain_to_end().await,
-    }
     if outcome == Outcome::Failed {
         tracing::warn!(error = ?f, "xml-rpc upload failed");
     }

@@ -100,13 +100,33 @@ pub struct MediaRecord {
     pub created: i64,
 }
 
-/// A metadata error (the backend's message).
+/// A metadata error: the backend's message, and whether the store is out
+/// of room (a full disk or quota: 507 rather than 500).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetaError(pub String);
+pub struct MetaError {
+    pub message: String,
+    pub full: bool,
+}
+
+impl MetaError {
+    pub fn new(message: impl Into<String>) -> MetaError {
+        MetaError {
+            message: message.into(),
+            full: false,
+        }
+    }
+
+    pub fn full(message: impl Into<String>) -> MetaError {
+        MetaError {
+            message: message.into(),
+            full: true,
+        }
+    }
+}
 
 impl std::fmt::Display for MetaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "metadata: {}", self.0)
+        write!(f, "metadata: {}", self.message)
     }
 }
 

@@ -90,8 +90,13 @@ CREATE TABLE IF NOT EXISTS media (
 
 const COLUMNS: &str = "seq, id, field, filename, content_type, size, sha256, created";
 
+/// SQLite's "database or disk is full" (`SQLITE_FULL`: ENOSPC, a quota,
+/// or `max_page_count`) is the store being out of room.
 fn err(e: rusqlite::Error) -> MetaError {
-    MetaError(e.to_string())
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DiskFull) => MetaError::full(e.to_string()),
+        _ => MetaError::new(e.to_string()),
+    }
 }
 
 impl SqliteMeta {
@@ -113,7 +118,7 @@ impl SqliteMeta {
         std::thread::Builder::new()
             .name("sqlite-ckpt".into())
             .spawn(move || checkpointer(weak, w))
-            .map_err(|e| MetaError(format!("starting the checkpointer: {e}")))?;
+            .map_err(|e| MetaError::new(format!("starting the checkpointer: {e}")))?;
         Ok(SqliteMeta { conn, writes })
     }
 
@@ -129,7 +134,7 @@ impl SqliteMeta {
                 f(&mut c).map_err(err)
             })
             .await
-            .map_err(|e| MetaError(format!("blocking task failed: {e}")))?
+            .map_err(|e| MetaError::new(format!("blocking task failed: {e}")))?
         })
     }
 }
@@ -249,6 +254,41 @@ mod tests {
             size: 3,
             sha256: "00".into(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_full_database_is_reported_as_full() {
+        let d = tempfile::tempdir().unwrap();
+        let m = SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
+        // SQLite answers SQLITE_FULL for a full disk and for a database at
+        // its max_page_count alike; the latter can be had without a disk.
+        m.with(|c| {
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            c.query_row(
+                &format!("PRAGMA max_page_count = {}", pages + 2),
+                [],
+                |_| Ok(()),
+            )
+        })
+        .await
+        .unwrap();
+        let mut e = None;
+        for i in 0..10_000 {
+            let rows = (0..50)
+                .map(|j| new(&format!("{i}-{j}-{}", "x".repeat(100))))
+                .collect();
+            if let Err(err) = m.insert(rows).await {
+                e = Some(err);
+                break;
+            }
+        }
+        let e = e.expect("the database filled up");
+        assert!(e.full, "{e}");
+        assert_eq!(crate::ApiError::from(e).status(), 507);
+        // Any other failure is not "full".
+        let e = m.with(|c| c.execute("no sql", [])).await.unwrap_err();
+        assert!(!e.full);
+        assert_eq!(crate::ApiError::from(e).status(), 500);
     }
 
     #[tokio::test]

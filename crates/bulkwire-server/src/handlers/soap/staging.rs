@@ -11,7 +11,17 @@
 //! a possible boundary prefix), so the buffer stays under [`STAGE_CAP`]
 //! whatever the payload size. The decoded bytes leave as zero-copy `Bytes`
 //! slices of the buffer; once they are written the allocation is reused.
+//!
+//! Descriptors: only a binary that can be the upload's `data` gets a file.
+//! One that the root part says nothing refers to is discarded as it
+//! streams; one before the root (an MTOM `start` naming a later part) must
+//! be kept until the root is read, at most
+//! [`crate::Limits::soap_early_attachments`] of them; a second `data` is
+//! refused when it begins. So a request holds at most
+//! `1 + soap_early_attachments` temp files, however many attachments it
+//! carries.
 
+use crate::error::{ApiError, Kind};
 use bulkwire_xop::{BinaryInfo, Sink};
 use bytes::{Bytes, BytesMut};
 use std::io;
@@ -47,6 +57,15 @@ struct Inner {
     peak: usize,
     /// Index of the binary that is open.
     open: Option<usize>,
+    /// The open binary is being discarded (nothing refers to it).
+    discarding: bool,
+    /// Attachments kept before the root, and their cap.
+    early: usize,
+    early_max: usize,
+    /// A binary at the `data` path has begun.
+    data_seen: bool,
+    /// Why the sink failed, for `super::codec_error`.
+    refusal: Option<ApiError>,
 }
 
 /// A [`Sink`] that stages decoded bytes for the async side. Its `Output` is
@@ -55,18 +74,31 @@ struct Inner {
 #[derive(Debug)]
 pub struct Staging(Mutex<Inner>);
 
-impl Default for Staging {
-    fn default() -> Self {
+impl Staging {
+    /// Keeps at most `early_max` attachments that come before the root.
+    pub fn new(early_max: usize) -> Staging {
         Staging(Mutex::new(Inner {
             buf: BytesMut::with_capacity(STAGE_CAP),
             ops: Vec::new(),
             peak: 0,
             open: None,
+            discarding: false,
+            early: 0,
+            early_max,
+            data_seen: false,
+            refusal: None,
         }))
     }
-}
 
-impl Staging {
+    /// Why the sink refused a binary, if it did.
+    pub fn refusal(&self) -> Option<ApiError> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .refusal
+            .take()
+    }
+
     /// Takes what was recorded since the last call: the operations and the
     /// bytes their `Data` ranges index.
     pub fn drain(&self) -> (Vec<Op>, Bytes) {
@@ -82,12 +114,48 @@ impl Staging {
     }
 }
 
+impl Inner {
+    /// Decides where a binary goes: a file (the `data` binary, or an
+    /// attachment before the root, within its cap) or nowhere.
+    fn admit(&mut self, info: &BinaryInfo<'_>) -> Result<(), ApiError> {
+        if info.paths.iter().any(|p| p == super::DATA) {
+            if std::mem::replace(&mut self.data_seen, true) {
+                let m = "upload has more than one data element";
+                return Err(ApiError::new(Kind::Malformed, m));
+            }
+            return Ok(());
+        }
+        if info.paths_final {
+            self.discarding = true;
+            return Ok(());
+        }
+        self.early += 1;
+        if self.early > self.early_max {
+            let mut e = ApiError::limit("soap_early_attachments", self.early_max as u64);
+            e.message = format!(
+                "{}: attachments before the root part are kept until it is read",
+                e.message
+            );
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
 impl Sink for Staging {
     type Output = usize;
 
     fn begin(&mut self, info: &BinaryInfo<'_>) -> io::Result<()> {
         let g = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
         g.open = Some(info.index);
+        if let Err(e) = g.admit(info) {
+            let msg = e.message.clone();
+            g.refusal = Some(e);
+            return Err(io::Error::other(msg));
+        }
+        if g.discarding {
+            return Ok(());
+        }
         g.ops.push(Op::Begin {
             index: info.index,
             content_type: info.content_type.map(str::to_owned),
@@ -97,6 +165,9 @@ impl Sink for Staging {
 
     fn write(&mut self, data: &[u8]) -> io::Result<()> {
         let g = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
+        if g.discarding {
+            return Ok(());
+        }
         let start = g.buf.len();
         let end = start + data.len();
         if end > STAGE_CAP {
@@ -121,7 +192,9 @@ impl Sink for Staging {
 
     fn finish(&mut self) -> io::Result<usize> {
         let g = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
-        g.ops.push(Op::Finish);
+        if !std::mem::take(&mut g.discarding) {
+            g.ops.push(Op::Finish);
+        }
         g.open
             .take()
             .ok_or_else(|| io::Error::other("finish without begin"))
@@ -130,7 +203,9 @@ impl Sink for Staging {
     fn abort(&mut self) {
         let g = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
         g.open = None;
-        g.ops.push(Op::Abort);
+        if !std::mem::take(&mut g.discarding) {
+            g.ops.push(Op::Abort);
+        }
     }
 }
 
@@ -138,18 +213,57 @@ impl Sink for Staging {
 mod tests {
     use super::*;
 
+    const DATA_PATHS: &[String] = &[];
+
+    /// A binary before the root (kept).
     fn info(index: usize) -> BinaryInfo<'static> {
         BinaryInfo {
             index,
-            cid: None,
+            cid: Some("c"),
             content_type: Some("image/png"),
-            paths: &[],
+            paths: DATA_PATHS,
+            paths_final: false,
         }
     }
 
     #[test]
+    fn unreferenced_binaries_are_discarded_and_early_ones_capped() {
+        let data = [super::super::DATA.to_string()];
+        let other = ["/Envelope/Body/upload/other".to_string()];
+        let mut s = Staging::new(1);
+        // After the root, nothing refers to it: no op, no bytes.
+        let gone = BinaryInfo {
+            paths: &other,
+            paths_final: true,
+            ..info(0)
+        };
+        s.begin(&gone).unwrap();
+        s.write(b"dropped").unwrap();
+        assert_eq!(s.finish().unwrap(), 0);
+        assert_eq!(s.drain(), (vec![], Bytes::new()));
+        // The data binary is kept; a second one is refused.
+        let d = BinaryInfo {
+            paths: &data,
+            paths_final: true,
+            ..info(1)
+        };
+        s.begin(&d).unwrap();
+        s.write(b"x").unwrap();
+        s.finish().unwrap();
+        assert_eq!(s.drain().0.len(), 3);
+        assert!(s.begin(&BinaryInfo { index: 2, ..d }).is_err());
+        assert_eq!(s.refusal().unwrap().status(), 400);
+        // One early attachment is kept, a second is over the cap.
+        s.begin(&info(3)).unwrap();
+        s.finish().unwrap();
+        assert!(s.begin(&info(4)).is_err());
+        let e = s.refusal().unwrap();
+        assert_eq!(e.limit, Some(("soap_early_attachments", 1)));
+    }
+
+    #[test]
     fn records_calls_and_merges_adjacent_writes() {
-        let mut s = Staging::default();
+        let mut s = Staging::new(4);
         s.begin(&info(0)).unwrap();
         s.write(b"abc").unwrap();
         s.write(b"de").unwrap();
@@ -185,7 +299,7 @@ mod tests {
 
     #[test]
     fn the_cap_is_an_error_not_growth() {
-        let mut s = Staging::default();
+        let mut s = Staging::new(4);
         s.begin(&info(0)).unwrap();
         s.write(&vec![0; STAGE_CAP]).unwrap();
         let e = s.write(b"x").unwrap_err();
@@ -197,7 +311,7 @@ mod tests {
 
     #[test]
     fn the_allocation_is_reused_once_bytes_are_dropped() {
-        let mut s = Staging::default();
+        let mut s = Staging::new(4);
         s.begin(&info(0)).unwrap();
         s.write(&[1; 1000]).unwrap();
         let (_, bytes) = s.drain();
