@@ -48,6 +48,8 @@ pub struct Metrics {
     /// sink and storage (SOAP, XML-RPC).
     pub peak_staging_buffer: AtomicU64,
     pub active_uploads: AtomicI64,
+    /// Slow uploads told to yield their slot to a new one.
+    pub uploads_preempted: AtomicU64,
     /// Connections being served, and their cap (`max_connections`).
     pub connections: AtomicI64,
     pub max_connections: AtomicU64,
@@ -146,6 +148,12 @@ impl Metrics {
             "bulkwire_active_uploads",
             "Uploads in progress.",
             self.active_uploads.load(Relaxed),
+        );
+        counter(
+            &mut o,
+            "bulkwire_uploads_preempted_total",
+            "Uploads below min_body_rate that yielded their slot to a new one.",
+            self.uploads_preempted.load(Relaxed),
         );
         self.render_connections(&mut o);
         self.render_durations(&mut o);

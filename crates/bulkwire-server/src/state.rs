@@ -21,6 +21,8 @@ pub struct AppState {
     pub(crate) memory: Arc<Semaphore>,
     /// KiB one upload reserves.
     pub(crate) reserve_permits: u32,
+    /// Uploads admitted now, for preemption (`crate::admission`).
+    pub(crate) admitted: crate::admission::Admitted,
     /// The connection budget (`max_connections`, shedding).
     pub conns: Arc<crate::conns::Conns>,
     /// The XML-RPC method table (names → handlers, help, signatures).
@@ -49,6 +51,7 @@ impl AppState {
             memory: Arc::new(Semaphore::new(budget)),
             reserve_permits: reserve,
             xmlrpc: crate::handlers::xmlrpc::Methods::new(),
+            admitted: Default::default(),
             conns: Arc::new(crate::conns::Conns::new(max_conns)),
             metrics,
             config,

@@ -18,6 +18,7 @@
 //! so a rejected, failed or abandoned request (the client went away and
 //! hyper dropped the handler) leaves nothing.
 
+use crate::admission::Progress;
 use crate::error::{ApiError, Kind};
 use crate::state::AppState;
 use crate::store::{new_id, BlobWriter, MediaRecord, NewMedia};
@@ -29,45 +30,7 @@ use sha2::{Digest, Sha256};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
-
-/// An admitted upload: holds its slot and memory reservation until dropped.
-pub struct Admission {
-    state: Arc<AppState>,
-    _slot: OwnedSemaphorePermit,
-    _memory: OwnedSemaphorePermit,
-}
-
-/// Admits an upload if a slot ([`crate::Limits::max_uploads`]) and its
-/// memory reservation ([`crate::Limits::upload_reserve`] out of
-/// [`crate::Limits::memory_budget`]) are free now; never queues, so a
-/// saturated server answers 503 at once instead of holding connections.
-pub fn admit(state: &Arc<AppState>) -> Result<Admission, ApiError> {
-    let l = &state.config.limits;
-    let slot = state
-        .uploads
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| ApiError::busy("max_uploads", l.max_uploads as u64))?;
-    let memory = state
-        .memory
-        .clone()
-        .try_acquire_many_owned(state.reserve_permits)
-        .map_err(|_| ApiError::busy("memory_budget", l.memory_budget))?;
-    state.metrics.active_uploads.fetch_add(1, Relaxed);
-    Ok(Admission {
-        state: state.clone(),
-        _slot: slot,
-        _memory: memory,
-    })
-}
-
-impl Drop for Admission {
-    fn drop(&mut self) {
-        self.state.metrics.active_uploads.fetch_sub(1, Relaxed);
-    }
-}
 
 /// 413 at once when the declared `Content-Length` is over `limit`.
 pub fn check_declared_length(
@@ -99,6 +62,8 @@ pub struct BodyReader {
     start: Instant,
     received: u64,
     done: bool,
+    /// Shared with admission, which may ask this upload to yield.
+    progress: Arc<Progress>,
 }
 
 impl BodyReader {
@@ -110,12 +75,19 @@ impl BodyReader {
             start: Instant::now(),
             received: 0,
             done,
+            progress: Progress::new(),
         }
     }
 
+    /// What admission sees of this body (see [`crate::admission::admit`]).
+    pub fn progress(&self) -> &Arc<Progress> {
+        &self.progress
+    }
+
     /// The next chunk of data, `None` at the end. A stall longer than the
-    /// idle timeout or a body slower than the minimum rate is 408, a broken
-    /// connection [`Kind::Aborted`], more than `body_bytes` 413.
+    /// idle timeout or a body slower than the minimum rate is 408 (also when
+    /// a slow upload is preempted to make room), a broken connection
+    /// [`Kind::Aborted`], more than `body_bytes` 413.
     pub async fn next(&mut self) -> Result<Option<Bytes>, ApiError> {
         let l = &self.state.config.limits;
         let (idle, limit) = (l.idle_timeout(), l.body_bytes);
@@ -126,7 +98,12 @@ impl BodyReader {
             let deadline = l.body_deadline(self.start, self.received);
             let now = Instant::now();
             let wait = deadline.map_or(idle, |d| idle.min(d.saturating_duration_since(now)));
-            let frame = match tokio::time::timeout(wait, self.body.frame()).await {
+            let next = tokio::select! {
+                biased;
+                () = self.progress.yield_now.notified() => return Err(preempted(l)),
+                r = tokio::time::timeout(wait, self.body.frame()) => r,
+            };
+            let frame = match next {
                 Err(_) if wait < idle => return Err(too_slow(l)),
                 Err(_) => return Err(timeout(idle)),
                 Ok(None) => {
@@ -149,6 +126,7 @@ impl BodyReader {
                 continue;
             }
             self.received += data.len() as u64;
+            self.progress.add(data.len() as u64);
             self.state
                 .metrics
                 .bytes_received
@@ -178,6 +156,19 @@ fn timeout(idle: Duration) -> ApiError {
         format!("no body data for {} ms", idle.as_millis()),
     );
     e.limit = Some(("idle_timeout_ms", idle.as_millis() as u64));
+    e
+}
+
+fn preempted(l: &crate::Limits) -> ApiError {
+    let mut e = ApiError::new(
+        Kind::Timeout,
+        format!(
+            "body slower than min_body_rate = {} bytes/s while the server was full: \
+             its upload slot went to another upload",
+            l.min_body_rate
+        ),
+    );
+    e.limit = Some(("min_body_rate", l.min_body_rate));
     e
 }
 

@@ -468,3 +468,49 @@ async fn a_full_metadata_store_is_507_and_leaves_nothing() {
     assert_eq!(j["error"], "storage_full");
     h.assert_empty().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_uploads_holding_every_slot_yield_to_a_new_one() {
+    let h = start(Limits {
+        max_uploads: 2,
+        ..Limits::default()
+    })
+    .await;
+    let head = |n: usize| {
+        format!(
+            "PUT /v1/media/slow{n}.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Length: 1000\r\n\r\n"
+        )
+    };
+    // Two uploads a few bytes in, well within their 20 s grace, hold both
+    // slots; before, every other upload got 503 until they were cut.
+    let mut slow = Vec::new();
+    for n in 0..2 {
+        slow.push(raw_start(h.srv.addr, &head(n), b"0123456789").await);
+    }
+    wait_until("both slots taken", || {
+        metric_u64(&h, "bulkwire_active_uploads ") == 2
+    })
+    .await;
+    // Older than PREEMPT_MIN_AGE, at 10 bytes/s: below min_body_rate.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let data = payload(300_000, 8);
+    let r = h.put("fast.bin", "x/y", data.clone()).await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    assert_eq!(metric_u64(&h, "bulkwire_uploads_preempted_total "), 1);
+    // One slow upload was told why, and stored nothing.
+    let mut answers = Vec::new();
+    for s in &mut slow {
+        let mut b = [0u8; 1];
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(500), s.peek(&mut b)).await {
+            answers.push(read_answer(s).await);
+        }
+    }
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    let (status, text) = &answers[0];
+    assert_eq!(*status, 408, "{text}");
+    assert!(text.contains("while the server was full"), "{text}");
+    let all = h.list_all().await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["sha256"], sha256(&data));
+}

@@ -10,10 +10,11 @@
 //! is skipped.
 
 use super::finish_upload;
+use crate::admission::admit;
 use crate::error::{ApiError, Kind};
 use crate::response::{self, Response};
 use crate::state::AppState;
-use crate::upload::{admit, check_declared_length, BodyReader, FileSink, Ingest};
+use crate::upload::{check_declared_length, BodyReader, FileSink, Ingest};
 use bulkwire_multipart::{ContentType, Event, Parser, PartInfo, Subtype};
 use bytes::Bytes;
 use http::{HeaderMap, Request};
@@ -77,7 +78,7 @@ async fn run(
     let limits = &state.config.limits;
     let boundary = form_boundary(headers)?;
     check_declared_length(headers, "body_bytes", limits.body_bytes)?;
-    let _admission = admit(state)?;
+    let _admission = admit(state, reader.progress(), 0).await?;
     let mut parser = Parser::new(boundary.as_bytes(), Subtype::FormData, limits.multipart())?;
     let mut ingest = Ingest::new(state);
     let mut cur = Current::None;

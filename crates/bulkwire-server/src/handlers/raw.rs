@@ -3,10 +3,11 @@
 //! `Content-Type`.
 
 use super::finish_upload;
+use crate::admission::admit;
 use crate::error::{ApiError, Kind};
 use crate::response::{self, Response};
 use crate::state::AppState;
-use crate::upload::{admit, check_declared_length, BodyReader, Ingest};
+use crate::upload::{check_declared_length, BodyReader, Ingest};
 use http::{HeaderMap, Request};
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ async fn run(
     let ct = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
-    let _admission = admit(state)?;
+    let _admission = admit(state, reader.progress(), 0).await?;
     let mut ingest = Ingest::new(state);
     let mut sink = ingest.begin_file(None, Some(name), ct).await?;
     while let Some(chunk) = reader.next().await? {

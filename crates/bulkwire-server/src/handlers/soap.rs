@@ -27,11 +27,12 @@
 mod staging;
 pub mod xml;
 
+use crate::admission::admit;
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
 use crate::response::{self, Response};
 use crate::state::AppState;
-use crate::upload::{admit, check_declared_length, BodyReader, FileSink, Ingest};
+use crate::upload::{check_declared_length, BodyReader, FileSink, Ingest};
 use bulkwire_xop::{LimitKind, Message, Parser, Select, SoapVersion};
 use bytes::Bytes;
 use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST, RETRY_AFTER, WWW_AUTHENTICATE};
@@ -39,7 +40,6 @@ use http::{HeaderMap, Method, Request, StatusCode};
 use hyper::body::Incoming;
 use staging::{Op, Staging, STAGE_CAP, STAGE_INPUT};
 use std::sync::{Arc, OnceLock};
-use tokio::sync::OwnedSemaphorePermit;
 pub use xml::{Uploaded, NS};
 
 const FORMAT: &str = "soap";
@@ -63,20 +63,6 @@ const DECODER_BYTES: usize = 112 * 1024;
 fn extra_reserve(x: &bulkwire_xop::Limits) -> u64 {
     let xml = x.xml.tag_bytes + x.xml.namespace_bytes + x.xml.depth * 256;
     (STAGE_CAP + DECODER_BYTES + xml) as u64
-}
-
-/// Takes [`extra_reserve`] from the memory budget, as `admit` does for the
-/// shared reserve (503 when short).
-fn reserve_extra(
-    state: &AppState,
-    x: &bulkwire_xop::Limits,
-) -> Result<OwnedSemaphorePermit, ApiError> {
-    let kib = u32::try_from(extra_reserve(x).div_ceil(1024)).unwrap_or(u32::MAX);
-    state
-        .memory
-        .clone()
-        .try_acquire_many_owned(kib)
-        .map_err(|_| ApiError::busy("memory_budget", state.config.limits.memory_budget))
 }
 
 /// The element selection, built once.
@@ -191,9 +177,8 @@ async fn run(
 ) -> Result<(SoapVersion, Uploaded), ApiError> {
     let limits = &state.config.limits;
     check_declared_length(headers, "body_bytes", limits.body_bytes)?;
-    let _admission = admit(state)?;
     let xop = xop_limits(limits);
-    let _extra = reserve_extra(state, &xop)?;
+    let _admission = admit(state, reader.progress(), extra_reserve(&xop)).await?;
     let staging = Staging::new(limits.soap_early_attachments);
     let mut parser = Parser::new(ct, select(), xop, staging).map_err(codec_error)?;
     let mut ingest = Ingest::new(state);

@@ -32,11 +32,12 @@
 
 pub mod methods;
 
+use crate::admission::{admit, Admission, Progress};
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
 use crate::response::{self, Response};
 use crate::state::AppState;
-use crate::upload::{admit, check_declared_length, Admission, BodyReader, FileSink, Ingest};
+use crate::upload::{check_declared_length, BodyReader, FileSink, Ingest};
 use bulkwire_xmlrpc::{
     encode_fault, encode_response, Base64Sink, EncodeOptions, ErrorKind, Fault, LimitKind, Parser,
     PathSeg, Value, ValuePath,
@@ -48,7 +49,6 @@ use hyper::body::Incoming;
 use methods::{Ctx, In, Info, Out};
 pub use methods::{Methods, BAD_LOGIN};
 use std::sync::Arc;
-use tokio::sync::OwnedSemaphorePermit;
 
 const FORMAT: &str = "xmlrpc";
 
@@ -246,6 +246,7 @@ pub async fn call(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
         method: None,
         logged_in: false,
         admitted: None,
+        progress: reader.progress().clone(),
         fed: 0,
         ingest: Ingest::new(state),
         file: None,
@@ -263,7 +264,9 @@ struct Call<'a> {
     method: Option<&'static Info>,
     logged_in: bool,
     /// The upload slot and memory, taken once the login passed.
-    admitted: Option<(Admission, OwnedSemaphorePermit)>,
+    admitted: Option<Admission>,
+    /// The body's progress, which admission may preempt.
+    progress: Arc<Progress>,
     /// Body bytes fed to the parser.
     fed: u64,
     ingest: Ingest,
@@ -344,12 +347,11 @@ impl Call<'_> {
         }
     }
 
-    /// Takes the upload slot and memory, once the login passed.
-    fn admit(&mut self) -> Result<(), Failure> {
-        let state = self.ctx.state;
-        let a = admit(state)?;
-        let extra = reserve_extra(state)?;
-        self.admitted = Some((a, extra));
+    /// Takes the upload slot and memory (the shared reserve plus
+    /// [`EXTRA_RESERVE`]), once the login passed.
+    async fn admit(&mut self) -> Result<(), Failure> {
+        let a = admit(self.ctx.state, &self.progress, EXTRA_RESERVE).await?;
+        self.admitted = Some(a);
         Ok(())
     }
 
@@ -362,13 +364,16 @@ impl Call<'_> {
         if let Err(e) = parser.feed(&input, last) {
             return Err(codec_failure(e, parser.sink_mut().refusal.take()));
         }
-        self.gate(parser)?;
+        if self.gate(parser)? {
+            self.admit().await?;
+        }
         self.store(parser.sink_mut()).await
     }
 
     /// As soon as they are known: the method must exist, and an upload's
-    /// credentials must be right (before its bits reach storage).
-    fn gate(&mut self, parser: &Parser<Staging>) -> Result<(), Failure> {
+    /// credentials must be right (before its bits reach storage). True when
+    /// the login has just passed: the upload is to be admitted.
+    fn gate(&mut self, parser: &Parser<Staging>) -> Result<bool, Failure> {
         if self.method.is_none() {
             if let Some(name) = parser.method_name() {
                 let info = self.ctx.state.xmlrpc.get(name);
@@ -379,7 +384,7 @@ impl Call<'_> {
         if upload && !self.logged_in && parser.params().len() >= 3 {
             methods::login(self.ctx.state, parser.params())?;
             self.logged_in = true;
-            self.admit()?;
+            return Ok(true);
         }
         if parser.sink().values > 0 && !(upload && self.logged_in) {
             // Unreachable for an upload (its params 0–2 end before
@@ -387,7 +392,7 @@ impl Call<'_> {
             let f = methods::invalid_params("a base64 value is accepted only in an upload");
             return Err(f.into());
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Moves what the slice decoded to the file, opened at the first byte.
@@ -445,17 +450,6 @@ impl Call<'_> {
         let m = records.first().ok_or_else(|| ApiError::storage("no row"))?;
         Ok(methods::media_struct(m, self.ctx.base))
     }
-}
-
-/// Takes [`EXTRA_RESERVE`] from the memory budget, as `admit` does for the
-/// shared reserve.
-fn reserve_extra(state: &Arc<AppState>) -> Result<OwnedSemaphorePermit, ApiError> {
-    let kib = EXTRA_RESERVE.div_ceil(1024) as u32;
-    state
-        .memory
-        .clone()
-        .try_acquire_many_owned(kib)
-        .map_err(|_| ApiError::busy("memory_budget", state.config.limits.memory_budget))
 }
 
 /// `http://host` when the `Host` header is a plain host\[:port\].
