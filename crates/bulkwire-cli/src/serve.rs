@@ -80,6 +80,8 @@ pub fn run(a: Args) -> ExitCode {
 
 async fn serve(c: Config) -> std::io::Result<()> {
     let data = c.data.clone();
+    // Before the state is built: the connection cap follows the limit.
+    bulkwire_server::conns::raise_descriptor_limit();
     let server = Server::bind(c).await?;
     let mut out = std::io::stdout().lock();
     if let Some(t) = server.generated_token() {

@@ -331,7 +331,7 @@ fn answer_within(addr: SocketAddr, req: &[u8], within: Duration) -> Option<Strin
 #[test]
 fn idle_connections_beyond_the_descriptor_limit_do_not_stop_service() {
     // The test itself holds 1,100 sockets.
-    let own = bulkwire_server::conns::descriptor_limit();
+    let own = bulkwire_server::conns::raise_descriptor_limit();
     assert!(own >= 1300, "the test needs 1,300 descriptors, has {own}");
     let data = tmp("nofile");
     let srv = Serve::start_with_nofile(1024, &data, &["--token", TOKEN]);

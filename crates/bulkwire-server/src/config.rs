@@ -126,6 +126,9 @@ pub struct Limits {
     /// memory reservation is held meanwhile.
     pub linger_ms: u64,
     pub linger_idle_ms: u64,
+    /// Also read under its former name `drain_bytes`, the bound of the
+    /// drain that lingering replaced.
+    #[serde(alias = "drain_bytes")]
     pub linger_bytes: u64,
     /// Slowest body accepted, in bytes per second, once
     /// `min_body_rate_grace_ms` have passed: a body's deadline is the grace
@@ -332,6 +335,12 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(off.body_deadline(t, 1000), None);
+    }
+
+    #[test]
+    fn drain_bytes_is_read_as_linger_bytes() {
+        let c = Config::from_toml_str("[limits]\ndrain_bytes = 7\n").unwrap();
+        assert_eq!(c.limits.linger_bytes, 7);
     }
 
     #[test]

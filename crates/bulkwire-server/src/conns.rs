@@ -31,15 +31,17 @@
 use crate::error::ApiError;
 use crate::state::AppState;
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::AtomicI64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use tokio::time::{Instant, Sleep};
 
 /// Descriptors kept out of the connection budget for everything that is not
@@ -63,15 +65,30 @@ pub fn derive_max_connections(nofile: u64, l: &crate::Limits) -> usize {
     (n as usize).clamp(1, DERIVED_MAX)
 }
 
-/// Largest derived cap: a connection holds hyper's buffers (up to
-/// `read_buffer` while a request head or body arrives), so the count is
-/// bounded even where descriptors are plenty.
+/// Largest derived cap. Connections are not in `memory_budget`: each holds
+/// hyper's buffers (a few KiB idle, up to `read_buffer` while a request head
+/// or body arrives faster than it is consumed), so the count is bounded
+/// even where descriptors are plenty.
 pub const DERIVED_MAX: usize = 4096;
 
-/// The process's descriptor limit, first raising the soft limit to the hard
-/// one (as Go's runtime does): the soft default of 1,024 is a relic of
-/// `select(2)`, which nothing here uses.
+/// The process's descriptor limit (soft), which the derived cap follows.
 pub fn descriptor_limit() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let r = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        r.current.unwrap_or(u64::MAX)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        1024
+    }
+}
+
+/// Raises the soft descriptor limit to the hard one, as Go's runtime does
+/// (the soft default of 1,024 is a relic of `select(2)`, which nothing here
+/// uses); returns the limit in force. For a program's start-up (`bulkwire
+/// serve` calls it), not for a library to do behind an embedder's back.
+pub fn raise_descriptor_limit() -> u64 {
     #[cfg(target_os = "linux")]
     {
         use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
@@ -85,56 +102,100 @@ pub fn descriptor_limit() -> u64 {
                 return max;
             }
         }
-        r.current.unwrap_or(u64::MAX)
     }
-    #[cfg(not(target_os = "linux"))]
-    {
-        1024
+    descriptor_limit()
+}
+
+/// Where a connection stands, for shedding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Accepted; no request head complete yet (what slowloris looks like).
+    Fresh,
+    /// A request whose credentials are not checked yet (an XML-RPC call
+    /// before its password): nothing admitted, nothing to protect.
+    Unauthenticated,
+    /// A request in progress or its answer being sent: never shed.
+    Busy,
+    /// Served, waiting for the next request (keep-alive).
+    Idle,
+    /// Answered and half-closed, discarding what the client still sends.
+    Lingering,
+}
+
+impl State {
+    /// Shedding order: tier 0 first. The lingering go last, since closing
+    /// them may cost a send-first client the answer it was sent.
+    fn tier(self) -> Option<usize> {
+        match self {
+            State::Fresh | State::Unauthenticated => Some(0),
+            State::Idle => Some(1),
+            State::Lingering => Some(2),
+            State::Busy => None,
+        }
     }
+}
+
+/// How a shed connection is to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shed {
+    /// Close at once: it has no answer in flight.
+    Close,
+    /// Let hyper finish what it is sending, then close (`graceful_shutdown`
+    /// closes an idle keep-alive connection as soon as it has flushed).
+    Graceful,
 }
 
 /// One connection's entry.
 struct Entry {
+    state: State,
     /// Requests in progress (their answers not yet sent).
     busy: u32,
-    /// Set while idle: its place in [`Registry::idle`].
-    idle_since: Option<u64>,
-    shed: Option<oneshot::Sender<()>>,
+    /// When it entered its tier (a [`Registry::clock`] value).
+    stamp: u64,
+    /// Taken when the connection is shed: it never goes back to a tier.
+    shed: Option<oneshot::Sender<Shed>>,
 }
 
 #[derive(Default)]
 struct Registry {
     next_id: u64,
-    /// A counter that orders idle periods: smaller began earlier.
+    /// A counter that orders entries within a tier: smaller came earlier.
     clock: u64,
     open: HashMap<u64, Entry>,
-    /// Idle connections by when they became idle.
-    idle: BTreeMap<u64, u64>,
+    /// Sheddable connections by tier, oldest first.
+    tiers: [BTreeMap<u64, u64>; 3],
 }
 
 impl Registry {
-    fn set_idle(&mut self, id: u64) {
-        self.clock += 1;
-        let stamp = self.clock;
-        if let Some(e) = self.open.get_mut(&id) {
-            e.idle_since = Some(stamp);
-            self.idle.insert(stamp, id);
+    fn set_state(&mut self, id: u64, state: State) {
+        let Some(e) = self.open.get_mut(&id) else {
+            return;
+        };
+        if let Some(t) = e.state.tier() {
+            self.tiers[t].remove(&e.stamp);
+        }
+        e.state = state;
+        if let (Some(t), Some(_)) = (state.tier(), &e.shed) {
+            self.clock += 1;
+            e.stamp = self.clock;
+            self.tiers[t].insert(self.clock, id);
         }
     }
 
-    /// Closes the connection idle longest; false when none is idle.
-    fn shed_oldest(&mut self) -> bool {
-        let Some((_, id)) = self.idle.pop_first() else {
-            return false;
-        };
-        let Some(e) = self.open.get_mut(&id) else {
-            return false;
-        };
-        e.idle_since = None;
-        if let Some(tx) = e.shed.take() {
-            let _ = tx.send(());
+    /// Tells the connection first in shedding order to close; false when
+    /// every connection is busy.
+    fn shed_one(&mut self) -> bool {
+        for t in 0..self.tiers.len() {
+            let Some((_, id)) = self.tiers[t].pop_first() else {
+                continue;
+            };
+            let how = if t == 1 { Shed::Graceful } else { Shed::Close };
+            if let Some(tx) = self.open.get_mut(&id).and_then(|e| e.shed.take()) {
+                let _ = tx.send(how);
+            }
+            return true;
         }
-        true
+        false
     }
 }
 
@@ -143,24 +204,35 @@ pub struct Conns {
     max: usize,
     reg: Mutex<Registry>,
     refusing: Arc<tokio::sync::Semaphore>,
+    /// Connections being served (shared with the metrics).
+    gauge: Arc<AtomicI64>,
+    /// Woken when the last connection ends (graceful shutdown).
+    emptied: Notify,
 }
 
 /// What to do with a connection just accepted.
 pub enum Admit {
-    /// Serve it; the receiver fires when it must close to make room.
-    Serve(Arc<ConnHandle>, oneshot::Receiver<()>),
+    /// Serve it; `shed` fires when it must close to make room, and
+    /// `shed_other` says another connection was told to.
+    Serve {
+        handle: Arc<ConnHandle>,
+        shed: oneshot::Receiver<Shed>,
+        shed_other: bool,
+    },
     /// Answer 503 and close (the permit bounds those at once).
     Refuse(tokio::sync::OwnedSemaphorePermit),
     /// Close at once: even the refusals are at their cap.
-    Drop,
+    Close,
 }
 
 impl Conns {
-    pub fn new(max: usize) -> Conns {
+    pub fn new(max: usize, gauge: Arc<AtomicI64>) -> Conns {
         Conns {
             max,
             reg: Mutex::new(Registry::default()),
             refusing: Arc::new(tokio::sync::Semaphore::new(REFUSING_MAX)),
+            gauge,
+            emptied: Notify::new(),
         }
     }
 
@@ -172,43 +244,50 @@ impl Conns {
         self.reg.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Connections being served.
-    pub fn open(&self) -> usize {
-        self.lock().open.len()
-    }
-
-    /// Registers a new connection, shedding the one idle longest at the
-    /// cap. Returns whether one was shed.
-    pub fn admit(self: &Arc<Self>) -> (Admit, bool) {
+    /// Registers a new connection; at the cap, first tells another one to
+    /// close (see [`State::tier`]), or refuses this one when all are busy.
+    pub fn admit(self: &Arc<Self>) -> Admit {
         let mut reg = self.lock();
-        let mut shed = false;
-        if reg.open.len() >= self.max {
-            shed = reg.shed_oldest();
-            if !shed {
-                drop(reg);
-                return match self.refusing.clone().try_acquire_owned() {
-                    Ok(p) => (Admit::Refuse(p), false),
-                    Err(_) => (Admit::Drop, false),
-                };
-            }
+        let shed_other = reg.open.len() >= self.max && reg.shed_one();
+        if reg.open.len() >= self.max && !shed_other {
+            drop(reg);
+            return match self.refusing.clone().try_acquire_owned() {
+                Ok(p) => Admit::Refuse(p),
+                Err(_) => Admit::Close,
+            };
         }
         reg.next_id += 1;
         let id = reg.next_id;
         let (tx, rx) = oneshot::channel();
-        reg.open.insert(
-            id,
-            Entry {
-                busy: 0,
-                idle_since: None,
-                shed: Some(tx),
-            },
-        );
-        reg.set_idle(id);
-        let h = ConnHandle {
+        let entry = Entry {
+            state: State::Busy,
+            busy: 0,
+            stamp: 0,
+            shed: Some(tx),
+        };
+        reg.open.insert(id, entry);
+        reg.set_state(id, State::Fresh);
+        self.gauge.fetch_add(1, Relaxed);
+        let handle = Arc::new(ConnHandle {
             conns: self.clone(),
             id,
-        };
-        (Admit::Serve(Arc::new(h), rx), shed)
+        });
+        Admit::Serve {
+            handle,
+            shed: rx,
+            shed_other,
+        }
+    }
+
+    /// Waits until no connection is open.
+    pub async fn wait_empty(&self) {
+        loop {
+            let emptied = self.emptied.notified();
+            if self.lock().open.is_empty() {
+                return;
+            }
+            emptied.await;
+        }
     }
 }
 
@@ -225,11 +304,41 @@ impl ConnHandle {
         let mut reg = self.conns.lock();
         if let Some(e) = reg.open.get_mut(&self.id) {
             e.busy += 1;
-            if let Some(stamp) = e.idle_since.take() {
-                reg.idle.remove(&stamp);
-            }
         }
+        reg.set_state(self.id, State::Busy);
         Busy(self.clone())
+    }
+
+    /// Makes the request in progress sheddable until its credentials are
+    /// checked, i.e. until the guard is dropped.
+    pub fn unauthenticated(self: &Arc<Self>) -> Unauthenticated {
+        self.conns.lock().set_state(self.id, State::Unauthenticated);
+        Unauthenticated(self.clone())
+    }
+
+    /// The connection is closing and discarding input (see [`Io`]).
+    fn lingering(&self) {
+        let mut reg = self.conns.lock();
+        if reg.open.get(&self.id).is_some_and(|e| e.busy == 0) {
+            reg.set_state(self.id, State::Lingering);
+        }
+    }
+
+    /// Decides, when told to shed, whether closing now is safe: true unless
+    /// a request got in meanwhile (or is past its credentials).
+    pub fn may_close_now(&self) -> bool {
+        let reg = self.conns.lock();
+        reg.open
+            .get(&self.id)
+            .map_or(true, |e| e.state != State::Busy && e.state != State::Idle)
+    }
+
+    /// True before any request head came in.
+    pub fn is_fresh(&self) -> bool {
+        let reg = self.conns.lock();
+        reg.open
+            .get(&self.id)
+            .is_some_and(|e| e.state == State::Fresh)
     }
 }
 
@@ -237,15 +346,25 @@ impl Drop for ConnHandle {
     fn drop(&mut self) {
         let mut reg = self.conns.lock();
         if let Some(e) = reg.open.remove(&self.id) {
-            if let Some(stamp) = e.idle_since {
-                reg.idle.remove(&stamp);
+            if let Some(t) = e.state.tier() {
+                reg.tiers[t].remove(&e.stamp);
             }
+        }
+        self.conns.gauge.fetch_sub(1, Relaxed);
+        if reg.open.is_empty() {
+            self.conns.emptied.notify_waiters();
         }
     }
 }
 
 /// A request in progress on a connection (see [`ConnHandle::busy`]).
 pub struct Busy(Arc<ConnHandle>);
+
+impl Busy {
+    pub fn conn(&self) -> &Arc<ConnHandle> {
+        &self.0
+    }
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {
@@ -255,9 +374,18 @@ impl Drop for Busy {
             return;
         };
         e.busy = e.busy.saturating_sub(1);
-        if e.busy == 0 && e.shed.is_some() {
-            reg.set_idle(h.id);
+        if e.busy == 0 {
+            reg.set_state(h.id, State::Idle);
         }
+    }
+}
+
+/// A request not yet authenticated (see [`ConnHandle::unauthenticated`]).
+pub struct Unauthenticated(Arc<ConnHandle>);
+
+impl Drop for Unauthenticated {
+    fn drop(&mut self) {
+        self.0.conns.lock().set_state(self.0.id, State::Busy);
     }
 }
 
@@ -271,7 +399,7 @@ pub async fn refuse(stream: TcpStream, state: Arc<AppState>, max: usize) {
          retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
-    let mut io = Io::new(stream, state);
+    let mut io = Io::new(stream, state, None);
     let msg = [head.as_bytes(), body.as_bytes()].concat();
     if io.write_all(&msg).await.is_ok() {
         let _ = io.shutdown().await;
@@ -293,6 +421,8 @@ struct Linger {
 pub struct Io {
     stream: TcpStream,
     state: Arc<AppState>,
+    /// Its place in the budget (none for a refusal at the cap).
+    conn: Option<Arc<ConnHandle>>,
     linger: Option<Linger>,
     /// Counted in the lingering gauge (until the linger ends or drops).
     counted: bool,
@@ -303,10 +433,11 @@ pub struct Io {
 const LINGER_BUF: usize = 16 * 1024;
 
 impl Io {
-    pub fn new(stream: TcpStream, state: Arc<AppState>) -> Io {
+    pub fn new(stream: TcpStream, state: Arc<AppState>, conn: Option<Arc<ConnHandle>>) -> Io {
         Io {
             stream,
             state,
+            conn,
             linger: None,
             counted: false,
             finished: false,
@@ -319,6 +450,9 @@ impl Io {
         let idle_for = Duration::from_millis(l.linger_idle_ms);
         self.state.metrics.lingering.fetch_add(1, Relaxed);
         self.counted = true;
+        if let Some(c) = &self.conn {
+            c.lingering();
+        }
         self.linger.get_or_insert_with(|| Linger {
             total: Box::pin(tokio::time::sleep_until(
                 now + Duration::from_millis(l.linger_ms),
@@ -387,8 +521,6 @@ impl Io {
     }
 }
 
-use std::future::Future;
-
 impl Drop for Io {
     fn drop(&mut self) {
         self.end_linger();
@@ -453,54 +585,103 @@ mod tests {
         assert_eq!(derive_max_connections(10, &l), 1);
     }
 
-    fn serve(c: &Arc<Conns>) -> Arc<ConnHandle> {
-        match c.admit().0 {
-            Admit::Serve(h, _rx) => h,
+    fn conns(max: usize) -> Arc<Conns> {
+        Arc::new(Conns::new(max, Default::default()))
+    }
+
+    /// A served connection and its shed signal.
+    fn serve(c: &Arc<Conns>) -> (Arc<ConnHandle>, oneshot::Receiver<Shed>) {
+        match c.admit() {
+            Admit::Serve { handle, shed, .. } => (handle, shed),
             _ => panic!("refused"),
         }
     }
 
+    fn sheds_another(a: &Admit) -> bool {
+        matches!(
+            a,
+            Admit::Serve {
+                shed_other: true,
+                ..
+            }
+        )
+    }
+
     #[test]
-    fn at_the_cap_the_longest_idle_is_shed_and_busy_ones_never() {
-        let c = Arc::new(Conns::new(2));
-        let (a, mut a_rx) = match c.admit().0 {
-            Admit::Serve(h, rx) => (h, rx),
-            _ => panic!(),
+    fn shedding_order_is_fresh_then_idle_then_lingering_oldest_first() {
+        let c = conns(10);
+        let (idle, mut idle_rx) = serve(&c);
+        drop(idle.busy()); // served one request: idle
+        let (linger, mut linger_rx) = serve(&c);
+        drop(linger.busy());
+        linger.lingering();
+        let (_old, mut old_rx) = serve(&c);
+        let (pre, mut pre_rx) = serve(&c);
+        let (_busy, mut busy_rx) = serve(&c);
+        let _b = _busy.busy();
+        // An XML-RPC call before its login counts as fresh (it entered the
+        // tier last).
+        let _req = pre.busy();
+        let _unauth = pre.unauthenticated();
+        let shed = |rx: &mut oneshot::Receiver<Shed>| {
+            assert!(c.lock().shed_one());
+            rx.try_recv()
         };
+        assert_eq!(shed(&mut old_rx), Ok(Shed::Close));
+        assert_eq!(shed(&mut pre_rx), Ok(Shed::Close));
+        assert_eq!(shed(&mut idle_rx), Ok(Shed::Graceful));
+        assert_eq!(shed(&mut linger_rx), Ok(Shed::Close));
+        // Only the busy one is left: nothing to shed.
+        assert!(!c.lock().shed_one());
+        assert!(busy_rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn busy_ones_are_never_shed_and_a_shed_one_stays_out() {
+        let c = conns(1);
+        let (h, mut rx) = serve(&c);
+        let busy = h.busy();
+        assert!(matches!(c.admit(), Admit::Refuse(_)));
+        drop(busy);
+        let next = c.admit();
+        assert!(sheds_another(&next));
+        assert_eq!(rx.try_recv(), Ok(Shed::Graceful));
+        // A request that got in before the connection closed: closing at
+        // once is not safe while it runs, and once it is done the
+        // connection does not become sheddable again (the tiers hold the
+        // new connection alone).
+        let again = h.busy();
+        assert!(!h.may_close_now());
+        drop(again);
+        assert_eq!(c.lock().tiers.iter().map(|t| t.len()).sum::<usize>(), 1);
+        drop(next);
+    }
+
+    #[test]
+    fn the_gauge_counts_served_connections() {
+        let c = conns(3);
+        let a = serve(&c);
         let b = serve(&c);
-        // a is older; once b is busy and a idle, a third sheds a.
-        let busy_b = b.busy();
-        let (third, shed) = c.admit();
-        assert!(shed);
-        assert!(a_rx.try_recv().is_ok(), "a was told to close");
-        assert!(matches!(third, Admit::Serve(..)));
+        assert_eq!(c.gauge.load(Relaxed), 2);
         drop(a);
-        // Now b (busy) and the third (idle): a fourth sheds the third.
-        let (fourth, shed) = c.admit();
-        assert!(shed && matches!(fourth, Admit::Serve(..)));
-        drop(third);
-        // b busy, fourth busy: a fifth is refused.
-        let Admit::Serve(f, _) = fourth else { panic!() };
-        let _busy_f = f.busy();
-        assert!(matches!(c.admit(), (Admit::Refuse(_), false)));
-        // b's answer done: it is idle and can be shed.
-        drop(busy_b);
-        assert!(matches!(c.admit(), (Admit::Serve(..), true)));
+        assert_eq!(c.gauge.load(Relaxed), 1);
+        drop(b);
+        assert_eq!(c.gauge.load(Relaxed), 0);
     }
 
     #[test]
     fn refusals_are_capped() {
-        let c = Arc::new(Conns::new(1));
-        let h = serve(&c);
+        let c = conns(1);
+        let (h, _rx) = serve(&c);
         let _b = h.busy();
         let permits: Vec<_> = (0..REFUSING_MAX)
-            .map(|_| match c.admit().0 {
+            .map(|_| match c.admit() {
                 Admit::Refuse(p) => p,
                 _ => panic!(),
             })
             .collect();
-        assert!(matches!(c.admit().0, Admit::Drop));
+        assert!(matches!(c.admit(), Admit::Close));
         drop(permits);
-        assert!(matches!(c.admit().0, Admit::Refuse(_)));
+        assert!(matches!(c.admit(), Admit::Refuse(_)));
     }
 }

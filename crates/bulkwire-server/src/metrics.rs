@@ -51,7 +51,7 @@ pub struct Metrics {
     /// Slow uploads told to yield their slot to a new one.
     pub uploads_preempted: AtomicU64,
     /// Connections being served, and their cap (`max_connections`).
-    pub connections: AtomicI64,
+    pub connections: std::sync::Arc<AtomicI64>,
     pub max_connections: AtomicU64,
     /// Connections in a lingering close, and the bytes they discarded.
     pub lingering: AtomicI64,
@@ -213,7 +213,7 @@ impl Metrics {
         g(
             o,
             "bulkwire_lingering_connections",
-            "Connections in a lingering close after an early answer.",
+            "Connections closing: answered, half-closed, discarding what the client still sends.",
             self.lingering.load(Relaxed),
         );
         let c = |o: &mut String, n, h, v| counter(o, n, h, v);

@@ -10,22 +10,22 @@
 
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::conns::{self, Admit, Io};
+use crate::conns::{self, Admit, ConnHandle, Io};
 use crate::handlers;
 use crate::state::AppState;
 use crate::store::{self, BlobStore, FsBlobStore, MetaStore, SqliteMeta};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// SQLite file name in the data directory.
@@ -105,12 +105,12 @@ impl Server {
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout())
             .max_buf_size(limits.read_buffer);
-        let graceful = GracefulShutdown::new();
+        let (stop_tx, stop) = watch::channel(false);
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 r = self.listener.accept() => match r {
-                    Ok((stream, _)) => self.accept(stream, &builder, &graceful),
+                    Ok((stream, _)) => self.accept(stream, &builder, &stop),
                     Err(e) => {
                         // Only when the descriptor budget was overrun from
                         // outside (see `conns`): back off, do not spin.
@@ -122,8 +122,9 @@ impl Server {
             }
         }
         drop(self.listener);
+        let _ = stop_tx.send(true);
         tokio::select! {
-            () = graceful.shutdown() => tracing::info!("all connections closed"),
+            () = self.state.conns.wait_empty() => tracing::info!("all connections closed"),
             () = tokio::time::sleep(limits.shutdown_grace()) => {
                 tracing::warn!("shutdown grace period over; dropping remaining connections");
             }
@@ -132,15 +133,20 @@ impl Server {
     }
 
     /// Serves a new connection within the budget ([`crate::conns`]): shed
-    /// the longest idle one at the cap, or answer 503.
-    fn accept(&self, stream: TcpStream, builder: &http1::Builder, graceful: &GracefulShutdown) {
+    /// another at the cap, or answer 503.
+    fn accept(&self, stream: TcpStream, builder: &http1::Builder, stop: &watch::Receiver<bool>) {
         let state = self.state.clone();
-        let (admit, shed) = state.conns.admit();
-        if shed {
-            state.metrics.connections_shed.fetch_add(1, Relaxed);
-        }
-        let (handle, shed_rx) = match admit {
-            Admit::Serve(h, rx) => (h, rx),
+        let (handle, shed) = match state.conns.admit() {
+            Admit::Serve {
+                handle,
+                shed,
+                shed_other,
+            } => {
+                if shed_other {
+                    state.metrics.connections_shed.fetch_add(1, Relaxed);
+                }
+                (handle, shed)
+            }
             Admit::Refuse(permit) => {
                 state.metrics.connections_refused.fetch_add(1, Relaxed);
                 let max = state.conns.max();
@@ -150,30 +156,19 @@ impl Server {
                 });
                 return;
             }
-            Admit::Drop => {
+            Admit::Close => {
                 state.metrics.connections_refused.fetch_add(1, Relaxed);
                 return;
             }
         };
-        state.metrics.connections.fetch_add(1, Relaxed);
-        let io = TokioIo::new(Io::new(stream, state.clone()));
-        let svc_state = state.clone();
+        let io = TokioIo::new(Io::new(stream, state.clone(), Some(handle.clone())));
         let svc_handle = handle.clone();
         let svc = service_fn(move |req| {
             let busy = svc_handle.busy();
-            handlers::handle(svc_state.clone(), req, busy)
+            handlers::handle(state.clone(), req, busy)
         });
-        let conn = graceful.watch(builder.serve_connection(io, svc));
-        tokio::spawn(async move {
-            tokio::select! {
-                r = conn => if let Err(e) = r {
-                    tracing::debug!(error = %e, "connection ended with an error");
-                },
-                Ok(()) = shed_rx => tracing::debug!("idle connection shed at max_connections"),
-            }
-            drop(handle);
-            state.metrics.connections.fetch_sub(1, Relaxed);
-        });
+        let conn = builder.serve_connection(io, svc);
+        tokio::spawn(serve(conn, handle, shed, stop.clone()));
     }
 
     /// Runs on the current runtime in the background; for tests and
@@ -191,6 +186,68 @@ impl Server {
             stop: Some(tx),
             join,
         })
+    }
+}
+
+/// Drives one connection until it ends, is shed, or the server stops: a
+/// connection that has no answer in flight is closed at once, any other
+/// through hyper's graceful shutdown (which finishes the request and the
+/// answer in progress, then closes).
+async fn serve<C>(
+    conn: C,
+    handle: Arc<ConnHandle>,
+    mut shed: oneshot::Receiver<conns::Shed>,
+    mut stop: watch::Receiver<bool>,
+) where
+    C: Future<Output = Result<(), hyper::Error>> + GracefulConn,
+{
+    tokio::pin!(conn);
+    let (mut shed_seen, mut stop_seen) = (false, *stop.borrow());
+    if stop_seen {
+        conn.as_mut().shutdown_gracefully();
+    }
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                break;
+            }
+            how = &mut shed, if !shed_seen => {
+                shed_seen = true;
+                let Ok(how) = how else { continue };
+                if how == conns::Shed::Close && handle.may_close_now() {
+                    tracing::debug!("connection shed at max_connections");
+                    break;
+                }
+                conn.as_mut().shutdown_gracefully();
+            }
+            r = stop.changed(), if !stop_seen => {
+                stop_seen = true;
+                if r.is_ok() && handle.is_fresh() {
+                    break;
+                }
+                conn.as_mut().shutdown_gracefully();
+            }
+        }
+    }
+}
+
+/// hyper's `graceful_shutdown` on a pinned connection.
+trait GracefulConn {
+    fn shutdown_gracefully(self: Pin<&mut Self>);
+}
+
+impl<I, S> GracefulConn for http1::Connection<I, S>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::ResBody: 'static,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+{
+    fn shutdown_gracefully(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
     }
 }
 

@@ -52,7 +52,10 @@ impl AppState {
             reserve_permits: reserve,
             xmlrpc: crate::handlers::xmlrpc::Methods::new(),
             admitted: Default::default(),
-            conns: Arc::new(crate::conns::Conns::new(max_conns)),
+            conns: Arc::new(crate::conns::Conns::new(
+                max_conns,
+                metrics.connections.clone(),
+            )),
             metrics,
             config,
             auth,

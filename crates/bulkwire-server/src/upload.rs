@@ -143,11 +143,6 @@ impl BodyReader {
     pub fn is_done(&self) -> bool {
         self.done
     }
-
-    /// Body bytes received so far.
-    pub fn received(&self) -> u64 {
-        self.received
-    }
 }
 
 fn timeout(idle: Duration) -> ApiError {

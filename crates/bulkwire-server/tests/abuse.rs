@@ -160,7 +160,6 @@ async fn a_call_must_reach_its_password_within_preauth_bytes() {
     let text = r.text().await.unwrap();
     assert!(text.contains("<name>faultCode</name>"), "{text}");
     assert!(text.contains("preauth_bytes = 65536"), "{text}");
-    assert_eq!(metric_u64(&h, "bulkwire_active_uploads "), 0);
 }
 
 #[tokio::test]
@@ -392,6 +391,19 @@ async fn framing_rfc_9112_requires() {
         let (s, t) = raw_status(&h, &req).await;
         assert_eq!(s, 400, "{te}: {t}");
     }
+    // A 411 closes the connection: what the client meant as a body is
+    // never read as the next request (request smuggling).
+    let smuggled = format!(
+        "PUT /v1/media/d HTTP/1.0\r\nConnection: keep-alive\r\n{auth}\r\n\r\n\
+         GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    );
+    let mut s = raw_start(h.srv.addr, &smuggled, b"").await;
+    let (status, text) = raw_response(&mut s).await;
+    assert_eq!(status, 411, "{text}");
+    assert!(
+        !text.contains("200 OK"),
+        "the body ran as a request: {text}"
+    );
     // What stays fine: HTTP/1.0 without Host, and with a length.
     assert_eq!(raw_status(&h, "GET /healthz HTTP/1.0\r\n\r\n").await.0, 200);
     let req = format!("PUT /v1/media/c HTTP/1.0\r\n{auth}\r\nContent-Length: 2\r\n\r\nok");
@@ -513,4 +525,93 @@ async fn slow_uploads_holding_every_slot_yield_to_a_new_one() {
     let all = h.list_all().await;
     assert_eq!(all.len(), 1);
     assert_eq!(all[0]["sha256"], sha256(&data));
+}
+
+#[tokio::test]
+async fn the_body_deadline_grows_with_the_bytes_received() {
+    let h = start(Limits {
+        min_body_rate_grace_ms: 1000,
+        ..Limits::default()
+    })
+    .await;
+    // 200 bytes every 100 ms, 2,000 bytes/s: four times min_body_rate, for
+    // 3 s, three times the grace: never cut.
+    let put = |name: &str, len: usize| {
+        format!(
+            "PUT /v1/media/{name} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Length: {len}\r\n\r\n"
+        )
+    };
+    let mut s = raw_start(h.srv.addr, &put("steady.bin", 6000), b"").await;
+    for _ in 0..30 {
+        s.write_all(&[b's'; 200]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(read_answer(&mut s).await.0, 201);
+    // 50 bytes every 300 ms, ~167 bytes/s: data keeps coming (no idle
+    // timeout), but the deadline, grace + bytes / 500 per s, falls behind.
+    let t0 = Instant::now();
+    let s = raw_start(h.srv.addr, &put("dribble.bin", 100_000), b"").await;
+    let (mut rd, mut wr) = s.into_split();
+    let dribble = async {
+        loop {
+            if wr.write_all(&[b'd'; 50]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    };
+    let (status, text) = tokio::select! {
+        a = read_answer(&mut rd) => a,
+        () = dribble => panic!("the connection broke before an answer"),
+    };
+    assert_eq!(status, 408, "{text}");
+    assert!(text.contains("min_body_rate"), "{text}");
+    // Cut later than the grace alone: the bytes bought it time.
+    assert!(
+        t0.elapsed() > Duration::from_millis(1100),
+        "{:?}",
+        t0.elapsed()
+    );
+    let all = h.list_all().await;
+    assert_eq!(all.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_whose_answer_is_still_being_sent_is_not_cut_by_shedding() {
+    let h = start(Limits {
+        max_connections: Some(1),
+        ..Limits::default()
+    })
+    .await;
+    let data = payload(1 << 20, 6);
+    let r = h.put("big.bin", "x/y", data.clone()).await;
+    let j: serde_json::Value = r.json().await.unwrap();
+    let url = j["media"][0]["url"].as_str().unwrap().to_string();
+    let before = metric_u64(&h, "bulkwire_sent_bytes_total ");
+    let req = format!("GET {url} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\r\n");
+    let mut dl = raw_start(h.srv.addr, &req, b"").await;
+    // The client reads nothing yet: the server hands the whole blob to
+    // hyper, which drops the answer's body (the request is done, the
+    // connection idle) while the tail still waits in its buffer and the
+    // kernel's. Before, shedding dropped the connection there and the
+    // download ended short with a clean EOF.
+    wait_until("the whole blob handed to hyper", || {
+        metric_u64(&h, "bulkwire_sent_bytes_total ") >= before + data.len() as u64
+    })
+    .await;
+    let newcomer = raw_start(h.srv.addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", b"");
+    let mut newcomer = newcomer.await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut all = Vec::new();
+    let r = tokio::time::timeout(Duration::from_secs(20), dl.read_to_end(&mut all)).await;
+    assert!(r.is_ok(), "the download stalled");
+    let text = String::from_utf8_lossy(&all);
+    let head_end = text.find("\r\n\r\n").expect("a head") + 4;
+    assert_eq!(all.len() - head_end, data.len(), "download cut short");
+    assert_eq!(sha256(&all[head_end..]), sha256(&data));
+    // The newcomer got in once the download's connection closed (the
+    // download itself had shed the client's pooled keep-alive connection).
+    assert_eq!(read_answer(&mut newcomer).await.0, 200);
+    assert_eq!(metric_u64(&h, "bulkwire_connections_shed_total "), 2);
 }

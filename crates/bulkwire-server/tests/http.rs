@@ -354,8 +354,8 @@ async fn auth_is_required_on_v1_only() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
-    // An unauthenticated upload is refused, and its body drained so the
-    // client reads the 401.
+    // An unauthenticated upload is refused at once; the lingering close
+    // lets the client finish sending and read the 401.
     let r = h
         .http
         .put(h.url("/v1/media/x"))

@@ -45,8 +45,17 @@ pub async fn handle(
 ) -> Result<Response, Infallible> {
     let start = Instant::now();
     let r = match framing_error(&req) {
-        Some(e) => reject(&state, req, e),
-        None => route(&state, req).await,
+        // The framing itself is in doubt: whatever follows on this
+        // connection must not be read as the next request.
+        Some(e) => {
+            state.metrics.rejected(e.reason());
+            response::error(&e, true)
+        }
+        None => {
+            let mut req = req;
+            req.extensions_mut().insert(busy.conn().clone());
+            route(&state, req).await
+        }
     };
     state.metrics.observe_request(start.elapsed());
     Ok(r.map(|b| response::guarded(b, busy)))

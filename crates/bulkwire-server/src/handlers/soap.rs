@@ -362,8 +362,9 @@ fn codec_error(e: bulkwire_xop::Error) -> ApiError {
     ApiError::new(kind, e.to_string())
 }
 
-/// Ends an upload: outcome metrics; for an error the bounded drain and the
-/// fault (as `handlers::finish_upload` does for JSON).
+/// Ends an upload: outcome metrics, and for an error the fault (as
+/// `handlers::finish_upload` does for JSON), the connection's last when the
+/// body was not read to its end.
 fn finish(
     state: &Arc<AppState>,
     version: SoapVersion,

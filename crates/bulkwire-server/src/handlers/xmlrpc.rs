@@ -33,6 +33,7 @@
 pub mod methods;
 
 use crate::admission::{admit, Admission, Progress};
+use crate::conns::{ConnHandle, Unauthenticated};
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
 use crate::response::{self, Response};
@@ -241,8 +242,15 @@ pub async fn call(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     let base = base_url(&parts.headers);
     let mut reader = BodyReader::new(state, body);
     let ctx = Ctx { state, base: &base };
+    // Until its login is checked, the call holds nothing worth keeping its
+    // connection for at the connection cap (see `crate::conns`).
+    let unauthenticated = parts
+        .extensions
+        .get::<Arc<ConnHandle>>()
+        .map(|c| c.unauthenticated());
     let mut call = Call {
         ctx,
+        unauthenticated,
         method: None,
         logged_in: false,
         admitted: None,
@@ -261,6 +269,8 @@ pub async fn call(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
 /// One request in progress.
 struct Call<'a> {
     ctx: Ctx<'a>,
+    /// Held until the login passed (the connection is sheddable meanwhile).
+    unauthenticated: Option<Unauthenticated>,
     method: Option<&'static Info>,
     logged_in: bool,
     /// The upload slot and memory, taken once the login passed.
@@ -384,6 +394,7 @@ impl Call<'_> {
         if upload && !self.logged_in && parser.params().len() >= 3 {
             methods::login(self.ctx.state, parser.params())?;
             self.logged_in = true;
+            self.unauthenticated = None;
             return Ok(true);
         }
         if parser.sink().values > 0 && !(upload && self.logged_in) {
