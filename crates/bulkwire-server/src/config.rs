@@ -186,7 +186,7 @@ impl Default for Limits {
             linger_bytes: 256 << 20,
             min_body_rate: 500,
             min_body_rate_grace_ms: 20_000,
-            preauth_bytes: 64 << 10,
+            preauth_bytes: 16 << 10,
             max_connections: None,
             soap_early_attachments: 4,
             list_limit: 1000,

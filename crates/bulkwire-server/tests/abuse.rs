@@ -138,14 +138,14 @@ async fn a_trickler_is_cut_by_the_minimum_rate_with_a_fault() {
 #[tokio::test]
 async fn a_call_must_reach_its_password_within_preauth_bytes() {
     let h = start(Limits::default()).await;
-    // params[0] an array of 1,500 short strings (~67 KiB): within every
-    // codec limit, beyond preauth_bytes (64 KiB) before any password.
+    // params[0] an array of 400 short strings (~18 KiB): within every
+    // codec limit, beyond preauth_bytes (16 KiB) before any password.
     let item = "<value><string>0123456789abcdefghij</string></value>";
     let mut body = String::from(
         "<?xml version=\"1.0\"?><methodCall><methodName>wp.uploadFile</methodName>\
          <params><param><value><array><data>",
     );
-    for _ in 0..1500 {
+    for _ in 0..400 {
         body.push_str(item);
     }
     body.push_str("</data></array></value></param></params></methodCall>");
@@ -159,7 +159,7 @@ async fn a_call_must_reach_its_password_within_preauth_bytes() {
     assert_eq!(r.status(), 200);
     let text = r.text().await.unwrap();
     assert!(text.contains("<name>faultCode</name>"), "{text}");
-    assert!(text.contains("preauth_bytes = 65536"), "{text}");
+    assert!(text.contains("preauth_bytes = 16384"), "{text}");
 }
 
 #[tokio::test]
