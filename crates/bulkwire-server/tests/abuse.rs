@@ -192,9 +192,10 @@ async fn a_one_byte_per_5_s_upload_is_cut_with_408_within_its_deadline() {
     let waited = t0.elapsed();
     assert_eq!(status, 408, "{text}");
     assert!(text.contains("\"name\":\"min_body_rate\""), "{text}");
-    // Deadline: grace + 1 byte at 500 bytes/s; never the 30 s idle timeout.
+    // Deadline: grace + 1 byte at 500 bytes/s (slack for a busy CI machine),
+    // far from the 30 s idle timeout.
     assert!(waited >= grace, "{waited:?}");
-    assert!(waited < grace + Duration::from_secs(2), "{waited:?}");
+    assert!(waited < grace + Duration::from_secs(5), "{waited:?}");
     h.assert_empty().await;
 }
 
