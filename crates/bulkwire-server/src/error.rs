@@ -197,6 +197,14 @@ mod tests {
     }
 
     #[test]
+    fn a_full_metadata_store_is_507_any_other_error_500() {
+        use crate::store::MetaError;
+        let e = ApiError::from(MetaError::full("database or disk is full"));
+        assert_eq!((e.status().as_u16(), e.kind), (507, Kind::StorageFull));
+        assert_eq!(ApiError::from(MetaError::new("x")).status(), 500);
+    }
+
+    #[test]
     fn codec_errors_map_to_statuses_and_server_limit_names() {
         let e: ApiError = Parser::from_content_type("text/plain", Limits::default())
             .unwrap_err()

@@ -29,7 +29,8 @@ pub mod metrics;
 pub mod response;
 mod server;
 mod state;
-pub mod store;
+/// The storage crate, re-exported: handlers see only its traits.
+pub use bulkwire_store as store;
 pub mod upload;
 
 pub use auth::Auth;

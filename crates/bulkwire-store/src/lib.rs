@@ -13,13 +13,14 @@
 //! without a row; [`recover`] removes both at start-up.
 //!
 //! PostgreSQL and S3-compatible stores are meant to follow as further
-//! implementations of these traits.
+//! implementations of these traits. The crate knows nothing of HTTP: the
+//! server maps its errors (a full disk, [`MetaError::full`]) to answers.
 
 mod direct;
 mod fs;
 mod sqlite;
 
-pub(crate) use direct::STAGING_BYTES;
+pub use direct::STAGING_BYTES;
 pub use fs::FsBlobStore;
 pub use sqlite::SqliteMeta;
 

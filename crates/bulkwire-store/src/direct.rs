@@ -25,7 +25,7 @@ const ALIGN: usize = 4096;
 /// The aligned staging buffer: each direct write is up to this long.
 const DIRECT_BUF: usize = 512 * 1024;
 /// Memory one write in flight holds for its staging.
-pub(crate) const STAGING_BYTES: usize = DIRECT_BUF + ALIGN;
+pub const STAGING_BYTES: usize = DIRECT_BUF + ALIGN;
 
 /// A temp file open for writing.
 pub(super) enum Target {
