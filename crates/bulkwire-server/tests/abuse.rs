@@ -454,6 +454,9 @@ impl MetaStore for FullMeta {
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.0.all_ids()
     }
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        self.0.ready()
+    }
 }
 
 #[tokio::test]

@@ -1,10 +1,14 @@
 //! Storage guarantees: restart sweeps crash leftovers, a full disk (a
 //! failing `BlobStore`, and a real 8 MiB tmpfs when we may mount one) leaves
-//! nothing partial listed or on disk.
+//! nothing partial listed or on disk; `/readyz` reports a store that does
+//! not answer.
 
 mod common;
 
-use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, SqliteMeta};
+use bulkwire_server::store::{
+    BlobStore, BlobWriter, BoxFut, FsBlobStore, MediaRecord, MetaError, MetaStore, NewMedia,
+    SqliteMeta,
+};
 use bulkwire_server::{Limits, Server, META_FILE};
 use bytes::Bytes;
 use common::*;
@@ -224,5 +228,64 @@ async fn real_full_disk_on_tmpfs_leaves_nothing() {
     assert_eq!(r.status(), 201);
     let j: Value = r.json().await.unwrap();
     assert_eq!(j["media"][0]["sha256"], sha256(&data));
+    srv.shutdown().await.unwrap();
+}
+
+/// The embedded metadata store, answering everything but readiness.
+struct Unready(SqliteMeta);
+
+impl MetaStore for Unready {
+    fn insert(&self, rows: Vec<NewMedia>) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+        self.0.insert(rows)
+    }
+    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        self.0.get(id)
+    }
+    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+        self.0.list(after, limit)
+    }
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.0.delete(id)
+    }
+    fn all_ids(&self) -> BoxFut<'_, Result<std::collections::HashSet<String>, MetaError>> {
+        self.0.all_ids()
+    }
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        Box::pin(async { Err(MetaError::new("connection refused")) })
+    }
+}
+
+#[tokio::test]
+async fn readyz_says_whether_both_stores_answer_healthz_stays_liveness() {
+    let h = start(Limits::default()).await;
+    let r = h.http.get(h.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "ready\n");
+
+    let dir = tempfile::tempdir().unwrap();
+    let meta = Unready(SqliteMeta::open(&dir.path().join(META_FILE)).unwrap());
+    let blobs = FsBlobStore::open(dir.path()).unwrap();
+    let srv = Server::bind_with(
+        config(dir.path(), Limits::default()),
+        Arc::new(blobs),
+        Arc::new(meta),
+    )
+    .await
+    .unwrap()
+    .spawn()
+    .unwrap();
+    let http = client();
+    let r = http.get(srv.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let j: Value = r.json().await.unwrap();
+    let msg = j["message"].as_str().unwrap();
+    assert!(
+        msg.contains("metadata store: metadata: connection refused"),
+        "{msg}"
+    );
+    assert!(!msg.contains("blob store"), "{msg}");
+    let r = http.get(srv.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
     srv.shutdown().await.unwrap();
 }

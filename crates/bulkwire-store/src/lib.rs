@@ -55,6 +55,13 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Start-up only: removes every temporary object, and every committed
     /// blob for which `keep` says no. Returns (temps, orphans) removed.
+    /// Answers when the store can serve requests (`GET /readyz`). The
+    /// embedded file store is the local disk, whose faults show on the
+    /// writes themselves: ready by default.
+    fn ready(&self) -> BoxFut<'_, io::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
     fn sweep<'a>(
         &'a self,
         keep: &'a (dyn Fn(&str) -> bool + Send + Sync),
@@ -149,6 +156,10 @@ pub trait MetaStore: Send + Sync + 'static {
     /// Start-up only: every id, for [`recover`]. Bounded by the store's
     /// size, which is fine once at start, never per request.
     fn all_ids(&self) -> BoxFut<'_, Result<std::collections::HashSet<String>, MetaError>>;
+
+    /// Answers when the store can serve requests (`GET /readyz`): one
+    /// trivial query.
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>>;
 }
 
 /// Removes crash leftovers: temp objects, and blobs that no row names.

@@ -232,6 +232,10 @@ impl MetaStore for SqliteMeta {
         })
     }
 
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        self.with(|c| c.query_row("SELECT 1", [], |_| Ok(())))
+    }
+
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.with(|c| {
             let mut st = c.prepare("SELECT id FROM media")?;

@@ -61,6 +61,35 @@ pub async fn handle(
     Ok(r.map(|b| response::guarded(b, busy)))
 }
 
+/// `GET /readyz`: 200 when both stores answer, else 503 (`Retry-After`)
+/// naming the store and why, within [`READY_TIMEOUT`]. `/healthz` stays
+/// liveness: the process answers.
+async fn readyz(state: &Arc<AppState>) -> Response {
+    let meta = tokio::time::timeout(READY_TIMEOUT, state.meta.ready());
+    let blobs = tokio::time::timeout(READY_TIMEOUT, state.blobs.ready());
+    let (meta, blobs) = tokio::join!(meta, blobs);
+    let why = |store: &str, r: Result<Result<(), String>, _>| match r {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("{store}: {e}")),
+        Err(_) => Some(format!("{store}: no answer within {READY_TIMEOUT:?}")),
+    };
+    let faults: Vec<String> = [
+        why("metadata store", meta.map(|r| r.map_err(|e| e.to_string()))),
+        why("blob store", blobs.map(|r| r.map_err(|e| e.to_string()))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if faults.is_empty() {
+        return response::text(StatusCode::OK, "text/plain", "ready\n".into());
+    }
+    let e = ApiError::new(Kind::Busy, format!("not ready: {}", faults.join("; ")));
+    response::error(&e, false)
+}
+
+/// Longest wait for a store's readiness answer.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What hyper accepts but RFC 9112 does not: an HTTP/1.1 request without
 /// exactly one `Host` (§3.2, 400), `chunked` applied twice (§6.1, 400), and
 /// an HTTP/1.0 request with a body it cannot frame (§6.3: no
@@ -100,6 +129,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
         "/healthz" if m == Method::GET || m == Method::HEAD => {
             return response::text(StatusCode::OK, "text/plain", "ok\n".into())
         }
+        "/readyz" if m == Method::GET || m == Method::HEAD => return readyz(state).await,
         "/metrics" if m == Method::GET => {
             let t = state.metrics.render();
             return response::text(StatusCode::OK, "text/plain; version=0.0.4", t);
