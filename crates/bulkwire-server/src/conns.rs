@@ -1,48 +1,27 @@
-//! Connections under a budget, and the lingering close (DESIGN.md
-//! "Admission and abuse").
+//! Connections under a budget (DESIGN.md "Admission and abuse").
 //!
-//! **Budget.** At most [`crate::Limits::max_connections`] connections are
-//! served at once. By default the cap is derived from the process's
-//! descriptor limit ([`derive_max_connections`]), so that accepting never
-//! fails for want of a descriptor while storage still finds one. At the cap
-//! the connection that has been idle longest (no request in progress: a
-//! keep-alive connection between requests, or one that has not sent a
-//! complete request head yet, which is what a slowloris client looks like)
-//! is closed to make room, as HAProxy sheds; when every connection is busy
-//! the new one is answered `503` with `Retry-After` and closed. Every
-//! accepted socket gets an answer or a clean close: never an `accept` that
-//! fails and leaves it in the kernel's queue.
-//!
-//! **Lingering close** (RFC 9112 §9.6: a server that closes while the
-//! client may still be sending must take care that the client reads the
-//! answer). A connection is closed by hyper through
-//! `AsyncWrite::poll_shutdown` of its I/O; [`Io`] makes that a lingering
-//! close, as nginx's `lingering_close` and Go's `closeWriteAndWait` do:
-//! send FIN (half-close the write side, so the answer is complete), then
-//! read and discard what the client still sends until it closes, for at
-//! most `linger_ms` in all, `linger_idle_ms` without data and
-//! `linger_bytes`, then close. Without it, closing with unread bytes in the
-//! receive queue makes the kernel send a reset, which destroys the answer
-//! in the client's receive queue before a client that sends its whole body
-//! first (Python's `http.client`, `xmlrpc.client`) has read it. A lingering
-//! connection holds a 16 KiB buffer and its descriptor, no upload slot and
-//! no memory reservation, and is counted in `/metrics`.
+//! At most [`crate::Limits::max_connections`] connections are served at
+//! once. By default the cap is derived from the process's descriptor limit
+//! ([`derive_max_connections`]), so that accepting never fails for want of a
+//! descriptor while storage still finds one. At the cap one connection makes
+//! room for the new one, as HAProxy sheds, in the order of [`State::tier`]:
+//! one without a complete request head (what slowloris looks like) or with
+//! a request not yet authenticated, closed at once; then an idle keep-alive
+//! one, closed gracefully once its last answer is flushed; then one in its
+//! lingering close (`crate::linger`). A busy connection is never closed;
+//! when every one is busy the new one is answered `503` with `Retry-After`.
+//! Every accepted socket gets an answer or a clean close: never an `accept`
+//! that fails and leaves it in the kernel's queue.
 
 use crate::error::ApiError;
+use crate::linger::Io;
 use crate::state::AppState;
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::sync::atomic::AtomicI64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
-use std::task::{ready, Context, Poll};
-use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
-use tokio::time::{Instant, Sleep};
 
 /// Descriptors kept out of the connection budget for everything that is not
 /// a connection: stdio, the listener, the runtime's epoll and wakers, the
@@ -317,7 +296,7 @@ impl ConnHandle {
     }
 
     /// The connection is closing and discarding input (see [`Io`]).
-    fn lingering(&self) {
+    pub(crate) fn lingering(&self) {
         let mut reg = self.conns.lock();
         if reg.open.get(&self.id).is_some_and(|e| e.busy == 0) {
             reg.set_state(self.id, State::Lingering);
@@ -403,172 +382,6 @@ pub async fn refuse(stream: TcpStream, state: Arc<AppState>, max: usize) {
     let msg = [head.as_bytes(), body.as_bytes()].concat();
     if io.write_all(&msg).await.is_ok() {
         let _ = io.shutdown().await;
-    }
-}
-
-/// The bounds of one lingering close.
-struct Linger {
-    total: Pin<Box<Sleep>>,
-    idle: Pin<Box<Sleep>>,
-    idle_for: Duration,
-    left: u64,
-    write_closed: bool,
-    buf: Box<[u8]>,
-}
-
-/// A connection's socket: reads and writes pass through; shutting it down
-/// is a lingering close (see the module doc).
-pub struct Io {
-    stream: TcpStream,
-    state: Arc<AppState>,
-    /// Its place in the budget (none for a refusal at the cap).
-    conn: Option<Arc<ConnHandle>>,
-    linger: Option<Linger>,
-    /// Counted in the lingering gauge (until the linger ends or drops).
-    counted: bool,
-    finished: bool,
-}
-
-/// The discard buffer of a lingering connection.
-const LINGER_BUF: usize = 16 * 1024;
-
-impl Io {
-    pub fn new(stream: TcpStream, state: Arc<AppState>, conn: Option<Arc<ConnHandle>>) -> Io {
-        Io {
-            stream,
-            state,
-            conn,
-            linger: None,
-            counted: false,
-            finished: false,
-        }
-    }
-
-    fn start_linger(&mut self) -> &mut Linger {
-        let l = &self.state.config.limits;
-        let now = Instant::now();
-        let idle_for = Duration::from_millis(l.linger_idle_ms);
-        self.state.metrics.lingering.fetch_add(1, Relaxed);
-        self.counted = true;
-        if let Some(c) = &self.conn {
-            c.lingering();
-        }
-        self.linger.get_or_insert_with(|| Linger {
-            total: Box::pin(tokio::time::sleep_until(
-                now + Duration::from_millis(l.linger_ms),
-            )),
-            idle: Box::pin(tokio::time::sleep_until(now + idle_for)),
-            idle_for,
-            left: l.linger_bytes,
-            write_closed: false,
-            buf: vec![0; LINGER_BUF].into_boxed_slice(),
-        })
-    }
-
-    fn end_linger(&mut self) {
-        if self.counted {
-            self.counted = false;
-            self.state.metrics.lingering.fetch_sub(1, Relaxed);
-        }
-        self.finished = true;
-        self.linger = None;
-    }
-
-    /// Half-closes, then discards input until end of stream or a bound.
-    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.linger.is_none() {
-            self.start_linger();
-        }
-        let Io {
-            stream,
-            linger,
-            state,
-            ..
-        } = self;
-        let lg = linger.as_mut().expect("started above");
-        if !lg.write_closed {
-            if ready!(Pin::new(&mut *stream).poll_shutdown(cx)).is_err() {
-                return Poll::Ready(());
-            }
-            lg.write_closed = true;
-        }
-        loop {
-            if lg.total.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-            let mut rb = ReadBuf::new(&mut lg.buf);
-            match Pin::new(&mut *stream).poll_read(cx, &mut rb) {
-                Poll::Ready(Ok(())) if rb.filled().is_empty() => return Poll::Ready(()),
-                Poll::Ready(Ok(())) => {
-                    let n = rb.filled().len() as u64;
-                    state.metrics.lingered_bytes.fetch_add(n, Relaxed);
-                    lg.left = lg.left.saturating_sub(n);
-                    if lg.left == 0 {
-                        return Poll::Ready(());
-                    }
-                    let next = Instant::now() + lg.idle_for;
-                    lg.idle.as_mut().reset(next);
-                }
-                Poll::Ready(Err(_)) => return Poll::Ready(()),
-                Poll::Pending => {
-                    return match lg.idle.as_mut().poll(cx) {
-                        Poll::Ready(()) => Poll::Ready(()),
-                        Poll::Pending => Poll::Pending,
-                    };
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Io {
-    fn drop(&mut self) {
-        self.end_linger();
-    }
-}
-
-impl AsyncRead for Io {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Io {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.finished {
-            return Poll::Ready(Ok(()));
-        }
-        ready!(self.poll_linger(cx));
-        self.end_linger();
-        Poll::Ready(Ok(()))
     }
 }
 

@@ -25,6 +25,7 @@ mod config;
 pub mod conns;
 mod error;
 pub mod handlers;
+pub mod linger;
 pub mod metrics;
 pub mod response;
 mod server;

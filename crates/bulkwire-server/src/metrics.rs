@@ -197,44 +197,42 @@ impl Metrics {
     }
 
     fn render_connections(&self, o: &mut String) {
-        let g = |o: &mut String, n, h, v| gauge(o, n, h, v);
-        g(
-            o,
-            "bulkwire_connections",
-            "Connections being served.",
-            self.connections.load(Relaxed),
-        );
-        g(
-            o,
-            "bulkwire_max_connections",
-            "The cap on connections (limits.max_connections, or derived).",
-            self.max_connections.load(Relaxed) as i64,
-        );
-        g(
-            o,
-            "bulkwire_lingering_connections",
-            "Connections closing: answered, half-closed, discarding what the client still sends.",
-            self.lingering.load(Relaxed),
-        );
-        let c = |o: &mut String, n, h, v| counter(o, n, h, v);
-        c(
-            o,
-            "bulkwire_lingered_bytes_total",
-            "Bytes read and discarded by lingering closes.",
-            self.lingered_bytes.load(Relaxed),
-        );
-        c(
-            o,
-            "bulkwire_connections_shed_total",
-            "Idle connections closed to make room at max_connections.",
-            self.connections_shed.load(Relaxed),
-        );
-        c(
-            o,
-            "bulkwire_connections_refused_total",
-            "Connections refused at max_connections with every one busy.",
-            self.connections_refused.load(Relaxed),
-        );
+        let gauges = [
+            ("bulkwire_connections", "Connections being served.", self.connections.load(Relaxed)),
+            (
+                "bulkwire_max_connections",
+                "The cap on connections (limits.max_connections, or derived).",
+                self.max_connections.load(Relaxed) as i64,
+            ),
+            (
+                "bulkwire_lingering_connections",
+                "Connections closing: answered, half-closed, discarding what the client still sends.",
+                self.lingering.load(Relaxed),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            gauge(o, name, help, v);
+        }
+        let counters = [
+            (
+                "bulkwire_lingered_bytes_total",
+                "Bytes read and discarded by lingering closes.",
+                &self.lingered_bytes,
+            ),
+            (
+                "bulkwire_connections_shed_total",
+                "Idle connections closed to make room at max_connections.",
+                &self.connections_shed,
+            ),
+            (
+                "bulkwire_connections_refused_total",
+                "Connections refused at max_connections with every one busy.",
+                &self.connections_refused,
+            ),
+        ];
+        for (name, help, v) in counters {
+            counter(o, name, help, v.load(Relaxed));
+        }
     }
 
     fn render_durations(&self, o: &mut String) {

@@ -10,8 +10,9 @@
 
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::conns::{self, Admit, ConnHandle, Io};
+use crate::conns::{self, Admit, ConnHandle};
 use crate::handlers;
+use crate::linger::Io;
 use crate::state::AppState;
 use crate::store::{self, BlobStore, FsBlobStore, MetaStore, SqliteMeta};
 use hyper::server::conn::http1;

@@ -11,17 +11,13 @@
 mod common;
 mod soap_util;
 
-use bulkwire_server::store::{
-    BlobStore, BlobWriter, BoxFut, FsBlobStore, MediaRecord, MetaError, MetaStore, NewMedia,
-    SqliteMeta,
-};
-use bulkwire_server::{Limits, Server, META_FILE};
+use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, MetaError, SqliteMeta};
+use bulkwire_server::{Limits, META_FILE};
 use bulkwire_xop::build::{include_element, Builder};
 use bulkwire_xop::SoapVersion;
 use bytes::Bytes;
 use common::*;
 use soap_util::*;
-use std::collections::HashSet;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
@@ -316,20 +312,7 @@ async fn mtom_with_250_unreferenced_attachments_holds_one_temp_file() {
         hook: LiveHook(live.clone()),
     };
     let meta = SqliteMeta::open(&dir.path().join(META_FILE)).unwrap();
-    let srv = Server::bind_with(
-        config(dir.path(), Limits::default()),
-        Arc::new(blobs),
-        Arc::new(meta),
-    )
-    .await
-    .unwrap()
-    .spawn()
-    .unwrap();
-    let h = Harness {
-        srv,
-        dir,
-        http: client(),
-    };
+    let h = start_with(dir, Limits::default(), Arc::new(blobs), Arc::new(meta)).await;
     let data = payload(10_000, 1);
     let mut b = Builder::new(SoapVersion::Soap12);
     b.envelope(envelope(SOAP12, "d.bin", None, &include_element("data@t")))
@@ -433,51 +416,17 @@ async fn a_blob_deleted_under_a_get_is_404_not_500() {
     assert_eq!(got, [204, 404]);
 }
 
-/// The embedded metadata store, with inserts failing as SQLite's do when
-/// the disk is full (`SQLITE_FULL`; that mapping is unit-tested against a
-/// real database in `store::sqlite`).
-struct FullMeta(SqliteMeta);
-
-impl MetaStore for FullMeta {
-    fn insert(&self, _: Vec<NewMedia>) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
-        Box::pin(async { Err(MetaError::full("database or disk is full")) })
-    }
-    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        self.0.get(id)
-    }
-    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
-        self.0.list(after, limit)
-    }
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.0.delete(id)
-    }
-    fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
-        self.0.all_ids()
-    }
-    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
-        self.0.ready()
-    }
-}
-
 #[tokio::test]
 async fn a_full_metadata_store_is_507_and_leaves_nothing() {
+    // Inserts fail as SQLite's do when the disk is full (`SQLITE_FULL`;
+    // that mapping is unit-tested against a real database in the store).
     let dir = tempfile::tempdir().unwrap();
-    let meta = FullMeta(SqliteMeta::open(&dir.path().join(META_FILE)).unwrap());
-    let blobs = FsBlobStore::open(dir.path()).unwrap();
-    let srv = Server::bind_with(
-        config(dir.path(), Limits::default()),
-        Arc::new(blobs),
-        Arc::new(meta),
-    )
-    .await
-    .unwrap()
-    .spawn()
-    .unwrap();
-    let h = Harness {
-        srv,
-        dir,
-        http: client(),
+    let meta = FailingMeta {
+        insert: Some(MetaError::full("database or disk is full")),
+        ..FailingMeta::open(dir.path())
     };
+    let blobs = FsBlobStore::open(dir.path()).unwrap();
+    let h = start_with(dir, Limits::default(), Arc::new(blobs), Arc::new(meta)).await;
     let r = h.put("a.bin", "x/y", payload(100_000, 5)).await;
     assert_eq!(r.status(), 507);
     let j: serde_json::Value = r.json().await.unwrap();

@@ -5,10 +5,7 @@
 
 mod common;
 
-use bulkwire_server::store::{
-    BlobStore, BlobWriter, BoxFut, FsBlobStore, MediaRecord, MetaError, MetaStore, NewMedia,
-    SqliteMeta,
-};
+use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, MetaError, SqliteMeta};
 use bulkwire_server::{Limits, Server, META_FILE};
 use bytes::Bytes;
 use common::*;
@@ -121,20 +118,7 @@ async fn enospc_from_the_blob_store_is_507_and_leaves_nothing() {
         hook: FullDisk { cap: 100_000 },
     };
     let meta = SqliteMeta::open(&dir.path().join(META_FILE)).unwrap();
-    let srv = Server::bind_with(
-        config(dir.path(), Limits::default()),
-        Arc::new(blobs),
-        Arc::new(meta),
-    )
-    .await
-    .unwrap()
-    .spawn()
-    .unwrap();
-    let h = Harness {
-        srv,
-        dir,
-        http: client(),
-    };
+    let h = start_with(dir, Limits::default(), Arc::new(blobs), Arc::new(meta)).await;
     // The first file fits and is committed; the second fills the disk: the
     // request fails whole.
     let form = reqwest::multipart::Form::new()
@@ -231,30 +215,6 @@ async fn real_full_disk_on_tmpfs_leaves_nothing() {
     srv.shutdown().await.unwrap();
 }
 
-/// The embedded metadata store, answering everything but readiness.
-struct Unready(SqliteMeta);
-
-impl MetaStore for Unready {
-    fn insert(&self, rows: Vec<NewMedia>) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
-        self.0.insert(rows)
-    }
-    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        self.0.get(id)
-    }
-    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
-        self.0.list(after, limit)
-    }
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.0.delete(id)
-    }
-    fn all_ids(&self) -> BoxFut<'_, Result<std::collections::HashSet<String>, MetaError>> {
-        self.0.all_ids()
-    }
-    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
-        Box::pin(async { Err(MetaError::new("connection refused")) })
-    }
-}
-
 #[tokio::test]
 async fn readyz_says_whether_both_stores_answer_healthz_stays_liveness() {
     let h = start(Limits::default()).await;
@@ -263,19 +223,13 @@ async fn readyz_says_whether_both_stores_answer_healthz_stays_liveness() {
     assert_eq!(r.text().await.unwrap(), "ready\n");
 
     let dir = tempfile::tempdir().unwrap();
-    let meta = Unready(SqliteMeta::open(&dir.path().join(META_FILE)).unwrap());
+    let meta = FailingMeta {
+        ready: Some(MetaError::new("connection refused")),
+        ..FailingMeta::open(dir.path())
+    };
     let blobs = FsBlobStore::open(dir.path()).unwrap();
-    let srv = Server::bind_with(
-        config(dir.path(), Limits::default()),
-        Arc::new(blobs),
-        Arc::new(meta),
-    )
-    .await
-    .unwrap()
-    .spawn()
-    .unwrap();
-    let http = client();
-    let r = http.get(srv.url("/readyz")).send().await.unwrap();
+    let h = start_with(dir, Limits::default(), Arc::new(blobs), Arc::new(meta)).await;
+    let r = h.http.get(h.url("/readyz")).send().await.unwrap();
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers()["retry-after"], "1");
     let j: Value = r.json().await.unwrap();
@@ -285,7 +239,6 @@ async fn readyz_says_whether_both_stores_answer_healthz_stays_liveness() {
         "{msg}"
     );
     assert!(!msg.contains("blob store"), "{msg}");
-    let r = http.get(srv.url("/healthz")).send().await.unwrap();
+    let r = h.http.get(h.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    srv.shutdown().await.unwrap();
 }

@@ -9,7 +9,7 @@ mod common;
 
 use bulkwire_server::handlers::xmlrpc::BAD_LOGIN as BAD_LOGIN_FAULT;
 use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, SqliteMeta};
-use bulkwire_server::{Limits, Server};
+use bulkwire_server::Limits;
 use bulkwire_xmlrpc::{
     encode_call, parse, EncodeOptions, Fault, LineEnd, MemorySink, Message, Response, Value,
 };
@@ -58,19 +58,8 @@ async fn start_rpc(limits: Limits) -> Rpc {
         },
     });
     let meta = SqliteMeta::open(&dir.path().join("meta.sqlite")).unwrap();
-    let srv = Server::bind_with(config(dir.path(), limits), blobs.clone(), Arc::new(meta))
-        .await
-        .unwrap()
-        .spawn()
-        .unwrap();
-    Rpc {
-        h: Harness {
-            srv,
-            dir,
-            http: client(),
-        },
-        blobs,
-    }
+    let h = start_with(dir, limits, blobs.clone(), Arc::new(meta)).await;
+    Rpc { h, blobs }
 }
 
 impl Rpc {

@@ -23,7 +23,7 @@ pub mod raw;
 pub mod soap;
 pub mod xmlrpc;
 
-use crate::conns::Busy;
+use crate::conns::{Busy, ConnHandle};
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
 use crate::response::{self, Response};
@@ -51,11 +51,7 @@ pub async fn handle(
             state.metrics.rejected(e.reason());
             response::error(&e, true)
         }
-        None => {
-            let mut req = req;
-            req.extensions_mut().insert(busy.conn().clone());
-            route(&state, req).await
-        }
+        None => route(&state, req, busy.conn()).await,
     };
     state.metrics.observe_request(start.elapsed());
     Ok(r.map(|b| response::guarded(b, busy)))
@@ -122,7 +118,7 @@ fn framing_error(req: &Request<Incoming>) -> Option<ApiError> {
     None
 }
 
-async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
+async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHandle>) -> Response {
     let path = req.uri().path();
     let m = req.method();
     match path {
@@ -147,7 +143,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
             );
             return reject(state, req, e);
         }
-        return xmlrpc::call(state, req).await;
+        return xmlrpc::call(state, req, Some(conn)).await;
     }
     let Some(rest) = path.strip_prefix("/v1/media") else {
         return reject(state, req, ApiError::new(Kind::NotFound, "no such route"));

@@ -236,18 +236,21 @@ impl Base64Sink for Staging {
     }
 }
 
-/// Handles the request; never fails (errors become faults).
-pub async fn call(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
+/// Handles the request; never fails (errors become faults). `conn` is the
+/// connection's place in the budget, made sheddable until the login passed
+/// (none when embedded without one).
+pub async fn call(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    conn: Option<&Arc<ConnHandle>>,
+) -> Response {
     let (parts, body) = req.into_parts();
     let base = base_url(&parts.headers);
     let mut reader = BodyReader::new(state, body);
     let ctx = Ctx { state, base: &base };
     // Until its login is checked, the call holds nothing worth keeping its
     // connection for at the connection cap (see `crate::conns`).
-    let unauthenticated = parts
-        .extensions
-        .get::<Arc<ConnHandle>>()
-        .map(|c| c.unauthenticated());
+    let unauthenticated = conn.map(|c| c.unauthenticated());
     let mut call = Call {
         ctx,
         unauthenticated,

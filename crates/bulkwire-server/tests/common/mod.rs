@@ -2,10 +2,15 @@
 //! client, and raw-socket requests for stalls and disconnects.
 #![allow(dead_code)]
 
-use bulkwire_server::store::{BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore};
+use bulkwire_server::store::{
+    BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, MediaRecord, MetaError, MetaStore,
+    NewMedia, SqliteMeta,
+};
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -39,6 +44,77 @@ pub async fn start(limits: Limits) -> Harness {
         srv,
         dir,
         http: client(),
+    }
+}
+
+/// A server on the given stores (usually test doubles wrapping the
+/// embedded ones under `dir`).
+pub async fn start_with(
+    dir: tempfile::TempDir,
+    limits: Limits,
+    blobs: Arc<dyn BlobStore>,
+    meta: Arc<dyn MetaStore>,
+) -> Harness {
+    let srv = Server::bind_with(config(dir.path(), limits), blobs, meta)
+        .await
+        .unwrap()
+        .spawn()
+        .unwrap();
+    Harness {
+        srv,
+        dir,
+        http: client(),
+    }
+}
+
+/// The embedded metadata store with `insert` and/or `ready` failing with
+/// the given errors; everything else is the store's own.
+pub struct FailingMeta {
+    pub inner: SqliteMeta,
+    pub insert: Option<MetaError>,
+    pub ready: Option<MetaError>,
+}
+
+impl FailingMeta {
+    pub fn open(dir: &Path) -> FailingMeta {
+        FailingMeta {
+            inner: SqliteMeta::open(&dir.join(bulkwire_server::META_FILE)).unwrap(),
+            insert: None,
+            ready: None,
+        }
+    }
+}
+
+impl MetaStore for FailingMeta {
+    fn insert(&self, rows: Vec<NewMedia>) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+        match &self.insert {
+            Some(e) => {
+                let e = e.clone();
+                Box::pin(async move { Err(e) })
+            }
+            None => self.inner.insert(rows),
+        }
+    }
+    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        self.inner.get(id)
+    }
+    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+        self.inner.list(after, limit)
+    }
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.delete(id)
+    }
+    fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
+        self.inner.all_ids()
+    }
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        match &self.ready {
+            Some(e) => {
+                let e = e.clone();
+                Box::pin(async move { Err(e) })
+            }
+            None => self.inner.ready(),
+        }
     }
 }
 
