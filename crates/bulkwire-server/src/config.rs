@@ -143,9 +143,10 @@ pub struct Limits {
     /// admitted (no upload slot, no memory reservation) before.
     pub preauth_bytes: u64,
     /// Connections open at once. Absent: derived from the process's
-    /// descriptor limit at start-up (see `crate::conns`). At the cap the
-    /// idle connection that waited longest is closed for the new one, or
-    /// when none is idle the new one gets 503.
+    /// descriptor limit at start-up (see `crate::conns`). At the cap a
+    /// connection with nothing in flight is closed for the new one (see
+    /// there in which order), or when every one is busy the new one gets
+    /// 503.
     pub max_connections: Option<usize>,
     /// SOAP attachments stored before the root part says whether they are
     /// referenced (an MTOM `start` may name a later part); each holds a

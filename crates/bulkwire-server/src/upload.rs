@@ -54,7 +54,7 @@ pub fn check_declared_length(
 ///
 /// A handler that answers before the body's end does not read the rest:
 /// its answer says `Connection: close` and the connection lingers
-/// (`crate::conns`), reading and discarding what the client still sends,
+/// (`crate::linger`), reading and discarding what the client still sends,
 /// holding no upload slot or memory reservation.
 pub struct BodyReader {
     state: Arc<AppState>,

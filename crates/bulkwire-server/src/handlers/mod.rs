@@ -191,7 +191,7 @@ async fn media_route(
 
 /// An error before a handler took the body: counted and answered at once.
 /// A body that was not read makes it the connection's last answer; the
-/// lingering close (`crate::conns`) lets the client finish sending and
+/// lingering close (`crate::linger`) lets the client finish sending and
 /// read it.
 fn reject(state: &Arc<AppState>, req: Request<Incoming>, e: ApiError) -> Response {
     state.metrics.rejected(e.reason());
