@@ -2,6 +2,10 @@
 //!
 //! Exit codes: 0 all thresholds passed, 99 a threshold failed (as k6),
 //! 1 the run could not be made (bad option, unreadable file, …).
+//!
+//! `--target` adds nodes of the same service beside the positional URL;
+//! connections are dealt out over them round-robin, per connection as an
+//! L4 balancer (`bulkwire_load::runner`).
 
 use bulkwire_load::units::{parse_duration, parse_rate};
 use bulkwire_load::{Options, ScenarioKind};
@@ -25,8 +29,16 @@ enum Scenario {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where to POST, `http://host:port/path`.
+    /// Where to POST, `http://host:port/path` (the first target).
     url: String,
+    /// Another node of the same service (repeatable), with the same path
+    /// and query as URL. Balanced per connection, round-robin, as an L4
+    /// balancer: connection i goes to target i mod n (URL first) for the
+    /// whole run, so give at least as many connections as targets. Headers
+    /// and auth go to every target; the summary and JSON add per-target
+    /// requests, errors and req/s.
+    #[arg(long = "target", value_name = "URL")]
+    targets: Vec<String>,
     #[arg(long, value_enum, default_value = "formdata")]
     scenario: Scenario,
     /// Payload file, read once and shared by every request (repeatable for
@@ -92,7 +104,8 @@ pub struct Args {
     /// Sample this process's RSS during the run.
     #[arg(long, conflicts_with = "watch_metrics")]
     watch_pid: Option<u32>,
-    /// Sample `process_resident_memory_bytes` from this metrics URL.
+    /// Sample `process_resident_memory_bytes` from this metrics URL (one
+    /// URL, also with --target).
     #[arg(long)]
     watch_metrics: Option<String>,
     /// Memory sampling interval.
@@ -138,6 +151,7 @@ fn options(a: Args) -> Result<Options, String> {
     };
     let dur = |s: &str| parse_duration(s).map_err(|e| e.to_string());
     let mut o = Options::new(&a.url, kind);
+    o.extra_targets = a.targets;
     o.files = a.file;
     o.file_field = a.file_field;
     o.filename = a.filename;

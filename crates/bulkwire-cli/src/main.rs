@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod build;
+mod creds;
 mod load;
 mod parse;
 mod parse_xml;
@@ -27,6 +28,13 @@ enum Command {
     Build(build::Args),
     /// Run the upload/media server (see the README's "Server" section).
     Serve(serve::Args),
+    /// Manage API tokens in the metadata store (every node accepts them).
+    #[command(subcommand)]
+    Token(creds::TokenCmd),
+    /// Manage users (HTTP Basic, XML-RPC and SOAP logins) in the metadata
+    /// store.
+    #[command(subcommand)]
+    User(creds::UserCmd),
     /// Load-test an upload endpoint (see the README's "Load tool" section).
     Load(Box<load::Args>),
     /// Measure a server: memory and time against size, latency at a fixed
@@ -41,6 +49,8 @@ fn main() -> ExitCode {
         Command::Parse(a) => parse::run(a),
         Command::Build(a) => build::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Token(c) => creds::token(c),
+        Command::User(c) => creds::user(c),
         Command::Load(a) => load::run(*a),
         Command::Bench(c) => bench::run(c),
     }

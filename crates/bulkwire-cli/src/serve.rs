@@ -27,22 +27,62 @@ pub struct Args {
     /// NAME:PASSWORD accepted with HTTP Basic (repeatable).
     #[arg(long = "user", env = "BULKWIRE_USER")]
     users: Vec<String>,
+    #[command(flatten)]
+    stores: StoreArgs,
+    /// Connect to both stores, say what they are and whether they answer,
+    /// then exit: 0 when both do, 1 otherwise.
+    #[arg(long)]
+    check: bool,
 }
 
-fn config(a: Args) -> Result<Config, String> {
-    let mut c = match &a.config {
+/// Where metadata and blobs live; shared by `serve`, `token` and `user`.
+#[derive(clap::Args, Clone, Default)]
+pub struct StoreArgs {
+    /// Metadata store: postgres://USER[:PASSWORD]@HOST:PORT/DB or
+    /// sqlite:PATH [default: SQLite in the data directory].
+    #[arg(long, env = "BULKWIRE_META")]
+    pub meta: Option<String>,
+    /// Blob store: s3://BUCKET/PREFIX (endpoint, region and credentials
+    /// from AWS_* or the [s3] keys) or file:DIR [default: the data
+    /// directory].
+    #[arg(long, env = "BULKWIRE_BLOBS")]
+    pub blobs: Option<String>,
+}
+
+impl StoreArgs {
+    /// Lays these over a configuration (flags win).
+    pub fn apply(&self, c: &mut Config) {
+        if self.meta.is_some() {
+            c.meta.clone_from(&self.meta);
+        }
+        if self.blobs.is_some() {
+            c.blobs.clone_from(&self.blobs);
+        }
+    }
+}
+
+/// The configuration file, if any, with `--data` over it: what the
+/// credential commands need to find the metadata store.
+pub fn base_config(file: Option<&PathBuf>, data: Option<PathBuf>) -> Result<Config, String> {
+    let mut c = match file {
         Some(p) => {
             let s = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
             Config::from_toml_str(&s).map_err(|e| format!("{}: {e}", p.display()))?
         }
         None => Config::default(),
     };
+    if let Some(d) = data {
+        c.data = d;
+    }
+    Ok(c)
+}
+
+fn config(a: Args) -> Result<Config, String> {
+    let mut c = base_config(a.config.as_ref(), a.data)?;
     if let Some(l) = a.listen {
         c.listen = l;
     }
-    if let Some(d) = a.data {
-        c.data = d;
-    }
+    a.stores.apply(&mut c);
     c.tokens
         .extend(a.tokens.into_iter().filter(|t| !t.is_empty()));
     for u in &a.users {
@@ -61,6 +101,7 @@ pub fn run(a: Args) -> ExitCode {
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .init();
+    let check = a.check;
     let c = match config(a) {
         Ok(c) => c,
         Err(e) => return fail(&e),
@@ -72,6 +113,9 @@ pub fn run(a: Args) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("tokio runtime: {e}")),
     };
+    if check {
+        return rt.block_on(check_stores(c));
+    }
     match rt.block_on(serve(c)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),
@@ -79,7 +123,7 @@ pub fn run(a: Args) -> ExitCode {
 }
 
 async fn serve(c: Config) -> std::io::Result<()> {
-    let data = c.data.clone();
+    let summary = bulkwire_server::stores::summary(&c);
     // Before the state is built: the connection cap follows the limit.
     bulkwire_server::conns::raise_descriptor_limit();
     let server = Server::bind(c).await?;
@@ -87,8 +131,7 @@ async fn serve(c: Config) -> std::io::Result<()> {
     if let Some(t) = server.generated_token() {
         writeln!(
             out,
-            "bulkwire: no --token or --user given; created an API token, stored only as its SHA-256 in {}, shown this once:\n  {t}",
-            data.join(bulkwire_server::auth::TOKEN_FILE).display()
+            "bulkwire: no credentials yet; created an API token, stored only as its SHA-256 in the metadata store, shown this once (`bulkwire token create` makes another):\n  {t}"
         )?;
     }
     let (temps, orphans) = server.swept();
@@ -100,13 +143,32 @@ async fn serve(c: Config) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "bulkwire: listening on http://{} (data: {})",
+        "bulkwire: listening on http://{} ({})",
         server.local_addr()?,
-        data.display()
+        summary
     )?;
     out.flush()?;
     drop(out);
     server.run(shutdown_signal()).await
+}
+
+/// `--check`: one line per store; exit 1 if either fails.
+async fn check_stores(c: Config) -> ExitCode {
+    let mut ok = true;
+    for (what, r) in bulkwire_server::stores::check(&c).await {
+        match r {
+            Ok(s) => println!("{what}: ok: {s}"),
+            Err(e) => {
+                ok = false;
+                println!("{what}: FAILED: {e}");
+            }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn fail(msg: &str) -> ExitCode {

@@ -1,7 +1,7 @@
 //! Runs the real `bulkwire load` binary against a small keep-alive HTTP/1.1
 //! server (std only, 127.0.0.1) that answers every 4th request with 503:
 //! thresholds set the exit code and say which failed; JSON and HTML reports
-//! are written.
+//! are written; two such servers stand for two nodes with `--target`.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -13,16 +13,22 @@ use std::sync::Arc;
 
 /// Serves forever on a background thread; returns the base URL.
 fn server() -> String {
+    server_counting().0
+}
+
+/// [`server`], and the count of requests it answered.
+fn server_counting() -> (String, Arc<AtomicU64>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/up", listener.local_addr().unwrap());
     let count = Arc::new(AtomicU64::new(0));
+    let answered = count.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let count = count.clone();
             std::thread::spawn(move || serve(conn.unwrap(), &count));
         }
     });
-    url
+    (url, answered)
 }
 
 /// One connection: read a head, skip Content-Length bytes, answer; repeat.
@@ -183,4 +189,84 @@ fn bad_arguments_exit_1_with_a_message() {
     std::fs::remove_file(&file).unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --user"));
+}
+
+/// `--target` adds a node: two connections, one each, taking the tickets
+/// of the fixed rate in turn, so about half the requests each; the summary
+/// and JSON break the totals down per node, matching what each server
+/// answered (each fails its own every 4th request).
+#[test]
+fn targets_share_the_load_and_are_reported_each() {
+    let (a, count_a) = server_counting();
+    let (b, count_b) = server_counting();
+    let json = tmp("targets").join("r.json");
+    let args = [
+        "load",
+        &a,
+        "--target",
+        &b,
+        "--scenario",
+        "raw",
+        "--rate",
+        "400/s",
+        "--requests",
+        "80",
+        "--connections",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = bulkwire(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (na, nb) = (
+        count_a.load(Ordering::Relaxed),
+        count_b.load(Ordering::Relaxed),
+    );
+    assert_eq!(na + nb, 80);
+    assert!((30..=50).contains(&na), "half each: {na} and {nb}");
+
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["completed"], 80);
+    assert_eq!(j["url"], a.as_str());
+    let t = j["targets"].as_array().unwrap();
+    assert_eq!(t.len(), 2);
+    let table = String::from_utf8_lossy(&out.stdout);
+    for (t, url, n) in [(&t[0], &a, na), (&t[1], &b, nb)] {
+        assert_eq!(t["url"], url.as_str());
+        assert_eq!(t["connections"], 1);
+        assert_eq!(t["requests"], n);
+        assert_eq!(t["errors"], n / 4, "requests 3, 7, 11 … of {n}");
+        let line = format!(
+            "  target    {url}: 1 connection, {n} requests, {:.1} req/s, {} errors",
+            t["rps"].as_f64().unwrap(),
+            n / 4
+        );
+        assert!(table.contains(&line), "{line}\n{table}");
+    }
+    assert_eq!(j["errors"], na / 4 + nb / 4, "totals stay");
+}
+
+#[test]
+fn targets_of_different_paths_are_refused_naming_both() {
+    let (a, count_a) = server_counting();
+    let b = server().replace("/up", "/other");
+    let out = bulkwire(&["load", &a, "--target", &b, "--scenario", "raw", "-n", "5"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&a) && err.contains(&b), "{err}");
+    assert!(err.contains("differ in path and query"), "{err}");
+    assert_eq!(count_a.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn help_explains_per_connection_round_robin() {
+    let out = bulkwire(&["load", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--target <URL>"), "{help}");
+    assert!(help.contains("round-robin"), "{help}");
 }

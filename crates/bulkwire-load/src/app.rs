@@ -1,6 +1,11 @@
 //! `bulkwire load` as a library call: options in, report (and files) out.
 //! The CLI only maps its arguments to [`Options`] and the result to an exit
 //! code, so the `bench` commands and tests can drive the same path.
+//!
+//! Several nodes of one service ([`Options::extra_targets`]) are loaded at
+//! once without a balancer in front: connections are dealt out round-robin,
+//! per connection as an L4 balancer does (see [`crate::runner`]), and the
+//! report breaks requests, errors and req/s down per target.
 
 use crate::error::{Error, Result};
 use crate::limits::{LimitKind, Limits};
@@ -12,7 +17,7 @@ use crate::scenario::{
     load_file, FileSpec, FormData, Mtom, Raw, Scenario, SoapUpload, UploadCall, XmlRpc,
 };
 use crate::stats::Live;
-use crate::target::Target;
+use crate::target::{same_service, Target};
 use crate::threshold::{Threshold, ThresholdResult};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -34,7 +39,11 @@ pub enum ScenarioKind {
 /// Everything `bulkwire load` takes.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The (first) target.
     pub url: String,
+    /// More nodes of the same service (same path and query as `url`), each
+    /// getting every n-th connection; headers and auth go to all of them.
+    pub extra_targets: Vec<String>,
     pub scenario: ScenarioKind,
     /// Payload files: form-data file parts, or the raw body (one file).
     pub files: Vec<PathBuf>,
@@ -79,6 +88,7 @@ impl Options {
     pub fn new(url: &str, scenario: ScenarioKind) -> Options {
         Options {
             url: url.into(),
+            extra_targets: Vec::new(),
             scenario,
             files: Vec::new(),
             file_field: "file".into(),
@@ -125,7 +135,8 @@ pub fn execute(opts: &Options) -> Result<Outcome> {
 
 /// What is built before the clock starts.
 pub struct Prepared {
-    pub target: Target,
+    /// `url` then `extra_targets`, each with every header.
+    pub targets: Vec<Target>,
     pub plan: Plan,
     pub scenario: Arc<dyn Scenario>,
     pub thresholds: Vec<Threshold>,
@@ -134,26 +145,7 @@ pub struct Prepared {
 
 /// Parses and loads everything (files once into memory) up front.
 pub fn prepare(opts: &Options) -> Result<Prepared> {
-    let mut target = Target::resolve(&opts.url)?;
-    if opts.headers.len() > opts.limits.fields {
-        let what = format!("{} headers", opts.headers.len());
-        return Err(Error::limit(
-            LimitKind::Fields,
-            opts.limits.fields as u64,
-            what,
-        ));
-    }
-    for h in &opts.headers {
-        target.header_line(h)?;
-    }
-    match (&opts.token, &opts.user) {
-        (Some(_), Some(_)) => return Err(Error::config("give --token or --user, not both")),
-        (Some(t), None) => drop(target.bearer(t)?),
-        // XML-RPC carries the credentials in the call, as WordPress does.
-        (None, Some(_)) if opts.scenario == ScenarioKind::Xmlrpc => {}
-        (None, Some(u)) => drop(target.basic(u)?),
-        (None, None) => {}
-    }
+    let targets = targets(opts)?;
     let mut plan = Plan::new(match opts.rate {
         Some(rate) => Mode::Open { rate },
         None => Mode::Closed,
@@ -186,12 +178,44 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
         (None, None) => None,
     };
     Ok(Prepared {
-        target,
+        targets,
         plan,
         scenario: scenario(opts)?,
         thresholds,
         memory,
     })
+}
+
+/// `url` then `extra_targets`, resolved, each with the headers and auth.
+fn targets(opts: &Options) -> Result<Vec<Target>> {
+    let mut first = Target::resolve(&opts.url)?;
+    if opts.headers.len() > opts.limits.fields {
+        let what = format!("{} headers", opts.headers.len());
+        return Err(Error::limit(
+            LimitKind::Fields,
+            opts.limits.fields as u64,
+            what,
+        ));
+    }
+    for h in &opts.headers {
+        first.header_line(h)?;
+    }
+    match (&opts.token, &opts.user) {
+        (Some(_), Some(_)) => return Err(Error::config("give --token or --user, not both")),
+        (Some(t), None) => drop(first.bearer(t)?),
+        // XML-RPC carries the credentials in the call, as WordPress does.
+        (None, Some(_)) if opts.scenario == ScenarioKind::Xmlrpc => {}
+        (None, Some(u)) => drop(first.basic(u)?),
+        (None, None) => {}
+    }
+    let mut all = vec![first];
+    for url in &opts.extra_targets {
+        let mut t = Target::resolve(url)?;
+        t.headers.clone_from(&all[0].headers);
+        all.push(t);
+    }
+    same_service(&all)?;
+    Ok(all)
 }
 
 fn scenario(opts: &Options) -> Result<Arc<dyn Scenario>> {
@@ -303,7 +327,7 @@ pub async fn run_prepared(opts: &Options, p: Prepared) -> Result<Report> {
     let live = Arc::new(Live::default());
     let progress = (!opts.quiet && std::io::stderr().is_terminal())
         .then(|| tokio::spawn(progress(live.clone())));
-    let result = runner::run(p.target, p.plan, p.scenario, live).await;
+    let result = runner::run_targets(p.targets, p.plan, p.scenario, live).await;
     if let Some(h) = progress {
         h.abort();
         eprint!("\r{:70}\r", "");

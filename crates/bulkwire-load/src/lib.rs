@@ -10,7 +10,9 @@
 //!   uncorrected view beside it and a count of late sends) or closed loop,
 //!   over a pool of HTTP/1.1 keep-alive connections on per-thread runtimes,
 //!   with a minimal HTTP/1.1 client of its own (`wire`: hyper's client
-//!   dispatch cost more CPU per request than the rest of the loop).
+//!   dispatch cost more CPU per request than the rest of the loop). Several
+//!   nodes of one service are loaded at once by dealing the connections out
+//!   round-robin, per connection as an L4 balancer, with counts per node.
 //! - [`stats`]: HdrHistogram percentiles and a per-second timeline;
 //!   [`memory`]: the server's RSS from `/proc` or `/metrics`;
 //!   [`threshold`]: pass/fail criteria; [`output`] and [`html`]: table,

@@ -69,6 +69,14 @@ pub fn table(r: &Report) -> String {
         let _ = write!(o, "  {k}: {v}");
     }
     o.push('\n');
+    for t in &r.targets {
+        let s = if t.connections == 1 { "" } else { "s" };
+        let _ = writeln!(
+            o,
+            "  target    {}: {} connection{s}, {} requests, {:.1} req/s, {} errors",
+            t.url, t.connections, t.requests, t.rps, t.errors
+        );
+    }
     if let Some(m) = &r.memory {
         let _ = writeln!(
             o,

@@ -21,6 +21,15 @@
 //!
 //! A run stops issuing at `duration` or after `requests` tickets, whichever
 //! comes first, and waits for requests in flight (each bounded by `timeout`).
+//!
+//! **Several targets** ([`run_targets`]: nodes of one service, same path and
+//! query) are balanced per connection, round-robin, as an L4 balancer does:
+//! connection *i* goes to target *i mod n* for the whole run (`deal`).
+//! Requests follow the connections: in open loop the idle connections take
+//! the tickets in turn, so the rate spreads as the connections do; in closed
+//! loop a slower node's connections come back less often, so it gets fewer
+//! requests. Each connection counts its own requests and adds them to its
+//! target's totals when it ends: nothing is shared per request.
 
 use crate::error::{Error, Result};
 use crate::limits::{LimitKind, Limits};
@@ -28,7 +37,7 @@ use crate::memory::MemoryReport;
 use crate::pattern::{Pattern, Vars};
 use crate::scenario::Scenario;
 use crate::stats::{Bucket, Latency, Live, Outcome, Recorder, Sample};
-use crate::target::Target;
+use crate::target::{same_service, Target};
 use crate::threshold::ThresholdResult;
 use crate::wire::{push_decimal, Wire};
 use http::header::{HeaderName, HeaderValue};
@@ -124,6 +133,7 @@ impl Plan {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub scenario: String,
+    /// The target's URL (the first one's, when there are several).
     pub url: String,
     /// `open` or `closed`.
     pub mode: &'static str,
@@ -161,6 +171,24 @@ pub struct Report {
     pub timeline_truncated: bool,
     pub memory: Option<MemoryReport>,
     pub thresholds: Vec<ThresholdResult>,
+    /// Per target, in the order given, when there are several (empty, and
+    /// left out of the JSON, with one). The totals above cover them all.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetCounts>,
+}
+
+/// One target's share of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCounts {
+    pub url: String,
+    /// Connections dealt to it.
+    pub connections: usize,
+    /// Requests finished on its connections (answered or failed).
+    pub requests: u64,
+    /// Those that got no 2xx answer.
+    pub errors: u64,
+    /// `requests` per second of the run's `elapsed_s`.
+    pub rps: f64,
 }
 
 /// Requests that could not be sent on time (open loop).
@@ -180,19 +208,31 @@ enum Header {
 
 /// What every connection task shares.
 struct Ctx {
-    target: Target,
+    /// The targets; a connection uses one for the whole run.
+    nodes: Vec<Node>,
     plan: Plan,
     scenario: Arc<dyn Scenario>,
-    /// The request line and every fixed header, encoded once.
-    head: Vec<u8>,
-    /// Headers rendered per request (`{seq}`/`{uuid}`, or a value that
-    /// failed `HeaderValue`'s check, which fails each request as `render`).
-    dynamic: Vec<(HeaderName, Pattern)>,
     rec: Recorder,
     live: Arc<Live>,
     next: AtomicU64,
     start: Instant,
     end: Option<Instant>,
+}
+
+/// One target as its connections use it.
+struct Node {
+    target: Target,
+    /// The request line and every fixed header (this node's `Host`),
+    /// encoded once.
+    head: Vec<u8>,
+    /// Headers rendered per request (`{seq}`/`{uuid}`, or a value that
+    /// failed `HeaderValue`'s check, which fails each request as `render`).
+    dynamic: Vec<(HeaderName, Pattern)>,
+    /// Connections dealt to it.
+    connections: usize,
+    /// Added to by each of its connections once, when it ends.
+    completed: AtomicU64,
+    errors: AtomicU64,
 }
 
 /// Runs `plan` against `target` on [`Plan::threads`] client threads, and
@@ -204,21 +244,57 @@ pub async fn run(
     scenario: Arc<dyn Scenario>,
     live: Arc<Live>,
 ) -> Result<Report> {
+    run_targets(vec![target], plan, scenario, live).await
+}
+
+/// [`run`] against several nodes of one service (the same path and query),
+/// connections dealt out round-robin: connection `i` to `targets[i % n]`
+/// (see the module docs). Each target needs a connection of its own.
+pub async fn run_targets(
+    targets: Vec<Target>,
+    plan: Plan,
+    scenario: Arc<dyn Scenario>,
+    live: Arc<Live>,
+) -> Result<Report> {
     plan.check()?;
+    same_service(&targets)?;
+    if targets.len() > plan.connections {
+        return Err(Error::config(format!(
+            "{} targets need at least {} connections (one each), got {}",
+            targets.len(),
+            targets.len(),
+            plan.connections
+        )));
+    }
     let content_type = HeaderValue::from_str(scenario.content_type())
         .map_err(|e| Error::config(format!("content type: {e}")))?;
-    let (head, dynamic) = fixed_head(&target, &content_type);
+    let threads = plan.threads.min(plan.connections);
+    let n = targets.len();
+    let dealt = deal(plan.connections, threads, n);
+    let nodes = targets
+        .into_iter()
+        .enumerate()
+        .map(|(i, target)| {
+            let (head, dynamic) = fixed_head(&target, &content_type);
+            Node {
+                connections: share(plan.connections, n, i),
+                target,
+                head,
+                dynamic,
+                completed: AtomicU64::new(0),
+                errors: AtomicU64::new(0),
+            }
+        })
+        .collect();
     let start = Instant::now();
     let ctx = Arc::new(Ctx {
-        head,
-        dynamic,
+        nodes,
         end: plan.duration.map(|d| start + d),
         rec: Recorder::new(
             start.into_std(),
             plan.late_after,
             plan.limits.timeline_seconds,
         ),
-        target,
         plan,
         scenario,
         live,
@@ -226,11 +302,8 @@ pub async fn run(
         start,
     });
     // Each thread's runtime reports back here; a panic drops its sender.
-    let threads = ctx.plan.threads.min(ctx.plan.connections);
     let mut done = Vec::with_capacity(threads);
-    for t in 0..threads {
-        // Connections dealt out as evenly as they go.
-        let conns = (ctx.plan.connections + threads - 1 - t) / threads;
+    for (t, conns) in dealt.into_iter().enumerate() {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let ctx = ctx.clone();
         std::thread::Builder::new()
@@ -246,18 +319,39 @@ pub async fn run(
     Ok(report(&ctx))
 }
 
-/// One client thread: `conns` connection tasks on a single-threaded runtime
-/// of its own, so each connection's wake-ups, I/O and timers stay on one
-/// thread and one epoll loop (as wrk's threads), with no work stealing or
-/// cross-thread wake-ups between them.
-fn client_thread(ctx: Arc<Ctx>, conns: usize) -> Result<()> {
+/// Each client thread's connections, as the target index of each: threads
+/// get consecutive connection numbers, as evenly as they go, and connection
+/// `i` goes to target `i % targets` (round-robin, fixed for the run).
+fn deal(connections: usize, threads: usize, targets: usize) -> Vec<Vec<usize>> {
+    let mut next = 0;
+    (0..threads)
+        .map(|t| {
+            let conns = (connections + threads - 1 - t) / threads;
+            next += conns;
+            (next - conns..next).map(|i| i % targets).collect()
+        })
+        .collect()
+}
+
+/// How many connections [`deal`] gives to target `i` of `targets`: `i`,
+/// `i + targets`, `i + 2 targets`, … below `connections`.
+fn share(connections: usize, targets: usize, i: usize) -> usize {
+    (connections + targets - 1 - i) / targets
+}
+
+/// One client thread: a connection task per entry of `conns` (its target)
+/// on a single-threaded runtime of its own, so each connection's wake-ups,
+/// I/O and timers stay on one thread and one epoll loop (as wrk's threads),
+/// with no work stealing or cross-thread wake-ups between them.
+fn client_thread(ctx: Arc<Ctx>, conns: Vec<usize>) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::io("tokio runtime", e))?;
     rt.block_on(async {
-        let tasks: Vec<_> = (0..conns)
-            .map(|_| tokio::spawn(worker(ctx.clone())))
+        let tasks: Vec<_> = conns
+            .into_iter()
+            .map(|node| tokio::spawn(worker(ctx.clone(), node)))
             .collect();
         for t in tasks {
             t.await.map_err(|e| Error::io("connection task", e))?;
@@ -351,9 +445,25 @@ fn report(ctx: &Ctx) -> Report {
         }
     };
     let errors = t.completed - t.ok;
+    let targets = match &ctx.nodes[..] {
+        [_] => Vec::new(),
+        nodes => nodes
+            .iter()
+            .map(|n| {
+                let requests = n.completed.load(Ordering::Relaxed);
+                TargetCounts {
+                    url: n.target.url.clone(),
+                    connections: n.connections,
+                    requests,
+                    errors: n.errors.load(Ordering::Relaxed),
+                    rps: per_s(requests),
+                }
+            })
+            .collect(),
+    };
     Report {
         scenario: ctx.scenario.name().into(),
-        url: ctx.target.url.clone(),
+        url: ctx.nodes[0].target.url.clone(),
         mode: match ctx.plan.mode {
             Mode::Open { .. } => "open",
             Mode::Closed => "closed",
@@ -390,6 +500,7 @@ fn report(ctx: &Ctx) -> Report {
         timeline_truncated: t.timeline_truncated,
         memory: None,
         thresholds: Vec::new(),
+        targets,
     }
 }
 
@@ -416,6 +527,12 @@ impl Ctx {
 /// A connection task's own state, reused from request to request.
 struct Worker {
     ctx: Arc<Ctx>,
+    /// Index of its target in `ctx.nodes`.
+    node: usize,
+    /// Requests finished and failed on this connection, added to its
+    /// node's counters at the end.
+    completed: u64,
+    errors: u64,
     /// The keep-alive connection, if open.
     conn: Option<Wire>,
     /// This request's head.
@@ -426,11 +543,14 @@ struct Worker {
     watchdog: Pin<Box<Sleep>>,
 }
 
-async fn worker(ctx: Arc<Ctx>) {
+async fn worker(ctx: Arc<Ctx>, node: usize) {
     let mut rng = rand::rngs::StdRng::from_entropy();
     let mut w = Worker {
         watchdog: Box::pin(tokio::time::sleep(ctx.plan.timeout)),
         ctx,
+        node,
+        completed: 0,
+        errors: 0,
         conn: None,
         head: Vec::new(),
         value: String::new(),
@@ -459,7 +579,12 @@ async fn worker(ctx: Arc<Ctx>) {
         };
         w.ctx.rec.record(&sample);
         count_live(&w.ctx.live, &sample);
+        w.completed += 1;
+        w.errors += u64::from(!sample.outcome.is_ok());
     }
+    let node = w.node();
+    node.completed.fetch_add(w.completed, Ordering::Relaxed);
+    node.errors.fetch_add(w.errors, Ordering::Relaxed);
 }
 
 fn count_live(live: &Live, s: &Sample) {
@@ -471,6 +596,10 @@ fn count_live(live: &Live, s: &Sample) {
 }
 
 impl Worker {
+    fn node(&self) -> &Node {
+        &self.ctx.nodes[self.node]
+    }
+
     /// Makes sure `conn` is open and idle, reconnecting if the server closed it.
     async fn ready(&mut self) -> Result<(), &'static str> {
         if let Some(c) = &mut self.conn {
@@ -479,7 +608,7 @@ impl Worker {
             }
         }
         self.conn = None;
-        match tokio::time::timeout(self.ctx.plan.timeout, connect(self.ctx.target.addr)).await {
+        match tokio::time::timeout(self.ctx.plan.timeout, connect(self.node().target.addr)).await {
             Ok(Some(c)) => {
                 self.conn = Some(c);
                 Ok(())
@@ -496,7 +625,8 @@ impl Worker {
             return (Outcome::Failed("render"), 0, 0);
         };
         let len = payload.len;
-        if !request_head(&self.ctx, vars, len, &mut self.head, &mut self.value) {
+        let node = &self.ctx.nodes[self.node];
+        if !request_head(node, vars, len, &mut self.head, &mut self.value) {
             return (Outcome::Failed("render"), 0, 0);
         }
         let Some(wire) = self.conn.as_mut() else {
@@ -561,10 +691,10 @@ async fn within<F: Future>(
 /// Writes this request's head into `out`: the fixed part, the rendered
 /// headers and `Content-Length`. False if a rendered value is not a valid
 /// header value (the request fails as `render`).
-fn request_head(ctx: &Ctx, vars: &Vars, len: u64, out: &mut Vec<u8>, value: &mut String) -> bool {
+fn request_head(node: &Node, vars: &Vars, len: u64, out: &mut Vec<u8>, value: &mut String) -> bool {
     out.clear();
-    out.extend_from_slice(&ctx.head);
-    for (name, p) in &ctx.dynamic {
+    out.extend_from_slice(&node.head);
+    for (name, p) in &node.dynamic {
         value.clear();
         p.render(vars, value);
         if !value.bytes().all(header_byte) {
@@ -584,4 +714,44 @@ fn request_head(ctx: &Ctx, vars: &Vars, len: u64, out: &mut Vec<u8>, value: &mut
 /// obs-text): checked here without building a `HeaderValue` per request.
 fn header_byte(b: u8) -> bool {
     (b >= 0x20 && b != 0x7f) || b == b'\t'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_go_round_robin_over_targets_across_threads() {
+        // Threads take consecutive connections; connection i goes to i % n.
+        assert_eq!(deal(5, 2, 2), [vec![0, 1, 0], vec![1, 0]]);
+        assert_eq!(deal(4, 4, 2), [vec![0], vec![1], vec![0], vec![1]]);
+        assert_eq!(deal(7, 2, 3), [vec![0, 1, 2, 0], vec![1, 2, 0]]);
+        assert_eq!(deal(3, 1, 1), [vec![0, 0, 0]]);
+    }
+
+    #[test]
+    fn every_target_gets_its_share_of_connections() {
+        for connections in 1..40 {
+            for threads in 1..=connections.min(8) {
+                for targets in 1..=connections.min(5) {
+                    let d = deal(connections, threads, targets);
+                    let all: Vec<usize> = d.iter().flatten().copied().collect();
+                    let want: Vec<usize> = (0..connections).map(|i| i % targets).collect();
+                    assert_eq!(all, want, "{connections} conns, {threads} threads");
+                    let sizes: Vec<usize> = d.iter().map(Vec::len).collect();
+                    let spread = |v: &[usize]| v.iter().max().unwrap() - v.iter().min().unwrap();
+                    assert!(spread(&sizes) <= 1, "threads' shares {sizes:?}");
+                    let per_target: Vec<usize> = (0..targets)
+                        .map(|t| all.iter().filter(|&&n| n == t).count())
+                        .collect();
+                    let shares: Vec<usize> = (0..targets)
+                        .map(|t| share(connections, targets, t))
+                        .collect();
+                    assert_eq!(shares, per_target, "{connections} conns");
+                    assert!(spread(&per_target) <= 1, "targets' shares {per_target:?}");
+                    assert!(per_target.iter().all(|&n| n > 0));
+                }
+            }
+        }
+    }
 }

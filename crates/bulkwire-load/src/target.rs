@@ -1,5 +1,9 @@
 //! The server under load: an `http://` URL resolved once at start-up (no
 //! name lookup on the request path), and the headers every request carries.
+//!
+//! A service scaled out to several nodes is several targets with the same
+//! path and query ([`same_service`]); [`crate::runner`] deals its
+//! connections out over them round-robin.
 
 use crate::error::{Error, Result};
 use crate::pattern::{Pattern, Vars};
@@ -91,6 +95,23 @@ impl Target {
     }
 }
 
+/// Checks that `targets` are nodes of one service: the same path and query
+/// on each (they differ only in host and port). The error names the first
+/// target and the one that differs.
+pub fn same_service(targets: &[Target]) -> Result<()> {
+    let Some((first, rest)) = targets.split_first() else {
+        return Err(Error::config("no target URL"));
+    };
+    match rest.iter().find(|t| t.path != first.path) {
+        Some(other) => Err(Error::config(format!(
+            "targets {:?} and {:?} differ in path and query (\"{}\" vs \"{}\"): \
+             every target must be a node of the same service",
+            first.url, other.url, first.path, other.path
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A literal for [`Pattern::parse`].
 fn escape(s: &str) -> String {
     s.replace('{', "{{").replace('}', "}}")
@@ -128,6 +149,30 @@ mod tests {
         let mut t = Target::resolve("http://127.0.0.1/").unwrap();
         assert!(t.header_line("no colon").is_err());
         assert!(t.header_line("X-Bad: a\nb").is_err());
+    }
+
+    #[test]
+    fn nodes_of_one_service_share_path_and_query() {
+        let t = |u: &str| Target::resolve(u).unwrap();
+        let a = t("http://127.0.0.1:8080/upload?x=1");
+        let b = t("http://127.0.0.1:8081/upload?x=1");
+        same_service(&[a.clone(), b.clone()]).unwrap();
+        same_service(std::slice::from_ref(&a)).unwrap();
+        // No path and `/` are the same request target.
+        same_service(&[t("http://127.0.0.1:1"), t("http://127.0.0.1:2/")]).unwrap();
+
+        for other in [
+            "http://127.0.0.1:8082/up?x=1",
+            "http://127.0.0.1:8082/upload?x=2",
+        ] {
+            let e = same_service(&[a.clone(), b.clone(), t(other)]).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Config);
+            let msg = e.to_string();
+            assert!(msg.contains("http://127.0.0.1:8080/upload?x=1"), "{msg}");
+            assert!(msg.contains(other), "{msg}");
+            assert!(!msg.contains(":8081"), "names the one that differs: {msg}");
+        }
+        assert!(same_service(&[]).is_err());
     }
 
     #[test]

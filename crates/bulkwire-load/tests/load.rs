@@ -2,10 +2,11 @@
 //! parsed back and compared byte for byte, per-request variation is checked
 //! for uniqueness, rates are checked against arrival times, and the
 //! coordinated-omission test shows what corrected and uncorrected mean.
+//! Two servers stand for two nodes of one service behind no balancer.
 
 mod common;
 
-use bulkwire_load::{execute, Options, Report, ScenarioKind};
+use bulkwire_load::{execute, ErrorKind, Options, Report, ScenarioKind};
 use common::{payload_file, sha, Behavior, TestServer};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -324,4 +325,131 @@ fn refused_connections_are_counted_as_errors() {
     assert_eq!((r.completed, r.ok), (5, 0));
     assert_eq!(r.by_error.get("connect"), Some(&5));
     assert_eq!(r.corrected.count, 0);
+}
+
+/// Three connections over two nodes: connections 0 and 2 go to the first,
+/// 1 to the second, for the whole run. At a fixed rate the idle connections
+/// take the tickets in turn, so the first node gets two requests in three.
+/// Every node sees the same path, headers and auth, with its own `Host`,
+/// and the report's per-target counts are what each node received.
+#[test]
+fn two_targets_get_connections_round_robin_and_requests_follow() {
+    let (a, b) = (
+        TestServer::start(Behavior::default()),
+        TestServer::start(Behavior::default()),
+    );
+    let mut o = quiet(&a.url("/up?k=1"), ScenarioKind::Raw);
+    o.extra_targets = vec![b.url("/up?k=1")];
+    o.headers = vec!["X-Seq: {seq}".into()];
+    o.token = Some("t0k".into());
+    o.rate = Some(300.0);
+    o.requests = Some(300);
+    o.connections = Some(3);
+    o.threads = Some(2);
+    let r = run(&o);
+    assert_eq!((r.completed, r.ok), (300, 300));
+    assert_eq!((a.accepted(), b.accepted()), (2, 1), "connections per node");
+
+    let (seen_a, seen_b) = (a.seen(), b.seen());
+    let mut seqs = Vec::new();
+    for (server, seen) in [(&a, &seen_a), (&b, &seen_b)] {
+        for s in seen {
+            assert_eq!(s.path, "/up?k=1");
+            assert_eq!(s.header("host"), Some(server.addr.to_string().as_str()));
+            assert_eq!(s.header("authorization"), Some("Bearer t0k"));
+            seqs.push(s.header("x-seq").unwrap().parse::<u64>().unwrap());
+        }
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..300).collect::<Vec<_>>(), "each request once");
+    let share = seen_a.len() as f64 / 300.0;
+    eprintln!("requests per node: {} and {}", seen_a.len(), seen_b.len());
+    assert!((0.6..0.73).contains(&share), "first node's share {share}");
+
+    let [ta, tb] = &r.targets[..] else {
+        panic!("two targets: {:?}", r.targets)
+    };
+    assert_eq!(
+        (ta.url.as_str(), tb.url.as_str()),
+        (&*o.url, &*o.extra_targets[0])
+    );
+    assert_eq!((ta.connections, tb.connections), (2, 1));
+    assert_eq!(ta.requests, seen_a.len() as u64);
+    assert_eq!(tb.requests, seen_b.len() as u64);
+    assert_eq!((ta.errors, tb.errors), (0, 0));
+    assert!((ta.rps + tb.rps - r.rps).abs() < 1e-6 * r.rps);
+
+    let table = bulkwire_load::output::table(&r);
+    for (t, conns) in [(ta, "2 connections"), (tb, "1 connection")] {
+        let line = format!(
+            "  target    {}: {conns}, {} requests, {:.1} req/s, 0 errors",
+            t.url, t.requests, t.rps
+        );
+        assert!(table.contains(&line), "{line}\n{table}");
+    }
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!(j["targets"][1]["requests"], tb.requests);
+    assert_eq!(j["sent"], 300, "totals stay");
+}
+
+#[test]
+fn errors_are_counted_per_target() {
+    let a = TestServer::start(Behavior {
+        fail_every: Some(2),
+        ..Behavior::default()
+    });
+    let b = TestServer::start(Behavior::default());
+    let mut o = quiet(&a.url("/"), ScenarioKind::Raw);
+    o.extra_targets = vec![b.url("/")];
+    o.requests = Some(200);
+    o.connections = Some(2);
+    let r = run(&o);
+    let (na, nb) = (a.seen().len() as u64, b.seen().len() as u64);
+    assert_eq!(na + nb, 200);
+    // The first node fails every other request it gets (by arrival).
+    assert_eq!(r.targets[0].errors, na / 2);
+    assert_eq!(r.targets[1].errors, 0);
+    assert_eq!(r.errors, na / 2, "totals count every target");
+}
+
+#[test]
+fn one_target_has_no_breakdown() {
+    let server = TestServer::start(Behavior::default());
+    let mut o = quiet(&server.url("/"), ScenarioKind::Raw);
+    o.requests = Some(5);
+    let r = run(&o);
+    assert!(r.targets.is_empty());
+    let j = serde_json::to_value(&r).unwrap();
+    assert!(j.get("targets").is_none(), "JSON as before");
+    assert!(!bulkwire_load::output::table(&r).contains("target "));
+}
+
+#[test]
+fn targets_must_be_nodes_of_one_service() {
+    let (a, b) = (
+        TestServer::start(Behavior::default()),
+        TestServer::start(Behavior::default()),
+    );
+    let mut o = quiet(&a.url("/upload"), ScenarioKind::Raw);
+    o.extra_targets = vec![b.url("/upload?v=2")];
+    o.requests = Some(5);
+    let e = execute(&o).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Config);
+    let msg = e.to_string();
+    assert!(msg.contains(&a.url("/upload")), "{msg}");
+    assert!(msg.contains(&b.url("/upload?v=2")), "{msg}");
+
+    o.extra_targets = vec![b.url("/upload")];
+    o.connections = Some(1);
+    let e = execute(&o).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("2 targets need at least 2 connections"),
+        "{e}"
+    );
+    assert_eq!(
+        (a.accepted(), b.accepted()),
+        (0, 0),
+        "refused before any load"
+    );
 }

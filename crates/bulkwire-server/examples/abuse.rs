@@ -453,7 +453,7 @@ async fn sampler(
                 .flatten();
             peaks.add(s);
         }
-        if tick % PROGRESS_EVERY == 0 {
+        if tick.is_multiple_of(PROGRESS_EVERY) {
             progress(start.elapsed(), &stats, peaks.last);
         }
     }

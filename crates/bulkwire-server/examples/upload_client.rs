@@ -51,7 +51,7 @@ const MAX_RESPONSE: u64 = 1 << 20;
 const MAX_HEAD: usize = 64 * 1024;
 
 const USAGE: &str = "usage: upload_client --addr HOST:PORT --format formdata|raw|xmlrpc|soap \
---size N[K|M|G] [--token T] [--user NAME:PASS] [--count N] [--concurrency C] [--path P] [--quiet]\n\
+--size N[K|M|G] [--token T] [--user NAME:PASS] [--count N] [--concurrency C] [--path P] [--retry-busy] [--quiet]\n\
        upload_client --write-file PATH --size N[K|M|G]\n\
        upload_client --hash --size N[K|M|G]";
 
@@ -76,6 +76,10 @@ struct Args {
     write_file: Option<String>,
     hash: bool,
     quiet: bool,
+    /// Retry an upload answered 503 (busy: over `max_uploads` or
+    /// `memory_budget`) after its `Retry-After`, as a well-behaved client
+    /// does; the retries are counted in the summary.
+    retry_busy: bool,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -113,9 +117,14 @@ fn parse_args() -> Result<Args, String> {
         write_file: None,
         hash: false,
         quiet: false,
+        retry_busy: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--retry-busy" {
+            a.retry_busy = true;
+            continue;
+        }
         if flag == "--quiet" {
             a.quiet = true;
             continue;
@@ -527,7 +536,11 @@ fn send(conn: &mut Conn, p: Prepared) -> io::Result<(Answer, u64)> {
 struct Totals {
     ok: usize,
     failed: usize,
+    busy_retries: usize,
 }
+
+/// Longest an upload is retried while the server says it is busy.
+const BUSY_RETRIES: usize = 600;
 
 fn worker(a: &Args, block: &Arc<[u8]>, next: &AtomicUsize, totals: &Mutex<Totals>) {
     let addr = a.addr.expect("checked in parse_args");
@@ -538,15 +551,30 @@ fn worker(a: &Args, block: &Arc<[u8]>, next: &AtomicUsize, totals: &Mutex<Totals
             return;
         }
         let t = Instant::now();
-        let result = prepare(a, block, seq)
-            .and_then(|p| send(&mut conn, p))
-            .map_err(|e| e.to_string())
-            .and_then(|(ans, wire)| {
-                if ans.close {
-                    conn.stream = None;
+        let mut retries = 0;
+        let result = loop {
+            let r = prepare(a, block, seq)
+                .and_then(|p| send(&mut conn, p))
+                .map_err(|e| e.to_string())
+                .and_then(|(ans, wire)| {
+                    if ans.close {
+                        conn.stream = None;
+                    }
+                    check(a, &ans).map(|()| (ans.status, wire))
+                });
+            match r {
+                Err(e) if a.retry_busy && e.starts_with("status 503") && retries < BUSY_RETRIES => {
+                    retries += 1;
+                    // The server's Retry-After is 1 s for a busy answer.
+                    std::thread::sleep(std::time::Duration::from_secs(1));
                 }
-                check(a, &ans).map(|()| (ans.status, wire))
-            });
+                r => break r,
+            }
+        };
+        totals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .busy_retries += retries;
         let secs = t.elapsed().as_secs_f64();
         let mut tot = totals.lock().unwrap_or_else(|e| e.into_inner());
         match result {
@@ -630,10 +658,11 @@ fn run(a: &Args) -> ExitCode {
     let tot = totals.into_inner().unwrap_or_else(|e| e.into_inner());
     let payload = a.size * tot.ok as u64;
     println!(
-        "summary uploads={} ok={} failed={} payload={payload} secs={secs:.3} mbps={:.1}",
+        "summary uploads={} ok={} failed={} busy_retries={} payload={payload} secs={secs:.3} mbps={:.1}",
         a.count,
         tot.ok,
         tot.failed,
+        tot.busy_retries,
         payload as f64 / secs / 1e6
     );
     if tot.failed > 0 {

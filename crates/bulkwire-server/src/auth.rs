@@ -1,17 +1,43 @@
-//! Credentials for `/v1`: `Authorization: Bearer TOKEN` (RFC 6750 §2.1) or
-//! `Basic` (RFC 7617) for a configured user.
+//! Credentials for `/v1`, `/soap` and XML-RPC logins:
+//! `Authorization: Bearer TOKEN` (RFC 6750 §2.1) or `Basic` (RFC 7617), and
+//! the username/password params of an XML-RPC call.
 //!
-//! Only SHA-256 digests are kept in memory, and on disk for the generated
-//! token; comparison goes over every stored digest without an early exit,
-//! so timing does not tell which one matched or how far a guess got.
+//! Credentials live in the metadata store, so every node accepts the same
+//! ones (`bulkwire token …`, `bulkwire user …`):
+//! - a token is kept as its SHA-256 digest. Tokens are 256 random bits, so
+//!   a fast hash is enough (nobody can search that space) and the check is
+//!   one indexed lookup;
+//! - a password is kept as an Argon2id hash in PHC string format (RFC 9106;
+//!   the `argon2` crate's defaults: 19 MiB, 2 passes). People choose weak
+//!   passwords, so a stolen database must make guessing slow.
+//!
+//! Argon2 is slow on purpose, and XML-RPC clients send the password with
+//! every call, so a login that passed is remembered for
+//! [`Limits::auth_cache_ms`](crate::Limits::auth_cache_ms) under a keyed
+//! digest of name and password (never the password itself), and at most
+//! [`Limits::password_checks`](crate::Limits::password_checks) hashes run
+//! at once (each holds 19 MiB). Tokens are remembered the same way, so a
+//! busy node asks the store once per token per period; a revocation takes
+//! effect within that period. Failures are never remembered.
+//!
+//! `--token`/`--user` from the command line or TOML are accepted too, held
+//! in memory only as digests (they are never written to the store: they
+//! stop working when the flag is removed).
 
-use crate::config::User;
+use crate::config::{Limits, User};
+use crate::store::{MetaError, MetaStore, UserSet};
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
 use base64::Engine;
 use sha2::{Digest, Sha256};
-use std::io;
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 
-/// File in the data directory holding the generated token's digest.
+/// The file in the data directory where releases before the metadata
+/// store kept the generated token's digest; imported at start.
 pub const TOKEN_FILE: &str = "token.sha256";
 
 type Digest32 = [u8; 32];
@@ -25,97 +51,259 @@ fn same(a: &Digest32, b: &Digest32) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The accepted credentials, built at start-up.
-#[derive(Debug, Clone, Default)]
+/// A new random token: 256 bits as 64 hex digits.
+pub fn new_token() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
+}
+
+/// The digest under which a token is stored.
+pub fn token_digest(token: &str) -> Digest32 {
+    digest(token.as_bytes())
+}
+
+/// An Argon2id hash of `password` in PHC string format, with a random salt.
+pub fn hash_password(password: &[u8]) -> Result<String, String> {
+    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(|e| e.to_string())?;
+    Argon2::default()
+        .hash_password(password, &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| format!("hashing the password: {e}"))
+}
+
+/// True when `password` matches a stored PHC hash (false for a hash that
+/// does not parse: never an error a client could tell apart).
+fn verify_password(hash: &str, password: &[u8]) -> bool {
+    PasswordHash::new(hash).is_ok_and(|h| Argon2::default().verify_password(password, &h).is_ok())
+}
+
+/// Logins that passed, by keyed digest, until they expire. Bounded: when
+/// full, expired entries go, and if none had, everything goes (the cost is
+/// one more store lookup or hash per credential, never a wrong answer).
+struct Cache {
+    key: [u8; 32],
+    ttl: Duration,
+    cap: usize,
+    map: Mutex<HashMap<Digest32, Instant>>,
+}
+
+impl Cache {
+    fn new(ttl: Duration, cap: usize) -> Cache {
+        Cache {
+            key: rand::random(),
+            ttl,
+            cap,
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A digest of the parts under this process's random key, each part
+    /// length-prefixed so that ("ab", "c") and ("a", "bc") differ.
+    fn key(&self, parts: &[&[u8]]) -> Digest32 {
+        let mut h = Sha256::new();
+        h.update(self.key);
+        for p in parts {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p);
+        }
+        h.finalize().into()
+    }
+
+    fn hit(&self, k: &Digest32) -> bool {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(k).is_some_and(|t| t.elapsed() < self.ttl)
+    }
+
+    fn put(&self, k: Digest32) {
+        if self.ttl.is_zero() || self.cap == 0 {
+            return;
+        }
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= self.cap {
+            let ttl = self.ttl;
+            map.retain(|_, t| t.elapsed() < ttl);
+            if map.len() >= self.cap {
+                map.clear();
+            }
+        }
+        map.insert(k, Instant::now());
+    }
+}
+
+/// The accepted credentials: the store's, plus those given at start-up.
 pub struct Auth {
+    /// Digests of `--token` values.
     tokens: Vec<Digest32>,
-    /// (name, digest of password).
+    /// `--user` values: (name, digest of password).
     users: Vec<(String, Digest32)>,
+    cache: Cache,
+    /// Argon2 verifications running at once.
+    hashing: Semaphore,
 }
 
 impl Auth {
-    /// From configured tokens and users; when both are empty, from the
-    /// digest stored in `data/token.sha256`, creating a random token there
-    /// first if none exists. Returns the new token (to print once) if one
-    /// was created.
-    pub fn load_or_create(
+    /// From configured tokens and users (in memory) and the store. Imports
+    /// a `token.sha256` left by an earlier release. When neither the
+    /// configuration nor the store has any credential, creates a token in
+    /// the store and returns it (to print once).
+    pub async fn start(
+        meta: &dyn MetaStore,
         data: &Path,
         tokens: &[String],
         users: &[User],
-    ) -> io::Result<(Auth, Option<String>)> {
-        let mut auth = Auth {
-            tokens: tokens.iter().map(|t| digest(t.as_bytes())).collect(),
+        limits: &Limits,
+    ) -> Result<(Auth, Option<String>), String> {
+        let auth = Auth {
+            tokens: tokens.iter().map(|t| token_digest(t)).collect(),
             users: users
                 .iter()
                 .map(|u| (u.name.clone(), digest(u.password.as_bytes())))
                 .collect(),
+            cache: Cache::new(
+                Duration::from_millis(limits.auth_cache_ms),
+                limits.auth_cache_entries,
+            ),
+            hashing: Semaphore::new(limits.password_checks),
         };
+        import_token_file(meta, data).await?;
         if !auth.tokens.is_empty() || !auth.users.is_empty() {
             return Ok((auth, None));
         }
-        let path = data.join(TOKEN_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(s) => {
-                auth.tokens = parse_digests(&s).map_err(|e| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{}: {e}", path.display()),
-                    )
-                })?;
-                Ok((auth, None))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let token = hex::encode(rand::random::<[u8; 32]>());
-                let d = digest(token.as_bytes());
-                write_private(&path, format!("{}\n", hex::encode(d)).as_bytes())?;
-                auth.tokens.push(d);
-                Ok((auth, Some(token)))
-            }
-            Err(e) => Err(e),
+        let stored = meta.tokens().await.map_err(|e| e.to_string())?;
+        if !stored.is_empty() || !meta.users().await.map_err(|e| e.to_string())?.is_empty() {
+            return Ok((auth, None));
         }
+        let token = new_token();
+        meta.token_add(token_digest(&token), "generated at first start".into())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((auth, Some(token)))
     }
 
-    /// True when the `Authorization` header value is accepted.
-    pub fn check(&self, header: Option<&[u8]>) -> bool {
-        let Some(h) = header else { return false };
-        let Some((scheme, cred)) = split_scheme(h) else {
-            return false;
+    /// Whether the `Authorization` header value is accepted; an error when
+    /// the store cannot say.
+    pub async fn check(
+        &self,
+        meta: &dyn MetaStore,
+        header: Option<&[u8]>,
+    ) -> Result<bool, MetaError> {
+        let Some((scheme, cred)) = header.and_then(split_scheme) else {
+            return Ok(false);
         };
         if scheme.eq_ignore_ascii_case(b"bearer") {
-            self.check_token(cred)
+            self.check_token(meta, cred).await
         } else if scheme.eq_ignore_ascii_case(b"basic") {
-            self.check_basic(cred)
+            match basic(cred) {
+                Some((name, password)) => self.check_user(meta, &name, &password).await,
+                None => Ok(false),
+            }
         } else {
-            false
+            Ok(false)
         }
     }
 
-    fn check_token(&self, token: &[u8]) -> bool {
+    async fn check_token(&self, meta: &dyn MetaStore, token: &[u8]) -> Result<bool, MetaError> {
         let d = digest(token);
-        self.tokens.iter().fold(false, |ok, t| ok | same(t, &d))
+        if self.tokens.iter().fold(false, |ok, t| ok | same(t, &d)) {
+            return Ok(true);
+        }
+        let k = self.cache.key(&[b"token", &d]);
+        if self.cache.hit(&k) {
+            return Ok(true);
+        }
+        let ok = meta.token_known(d).await?;
+        if ok {
+            self.cache.put(k);
+        }
+        Ok(ok)
     }
 
-    /// Checks a user's name and password (Basic here; XML-RPC and SOAP
-    /// handlers will call this too).
-    pub fn check_user(&self, name: &str, password: &[u8]) -> bool {
+    /// Checks a user's name and password (Basic, XML-RPC, SOAP).
+    pub async fn check_user(
+        &self,
+        meta: &dyn MetaStore,
+        name: &str,
+        password: &[u8],
+    ) -> Result<bool, MetaError> {
         let d = digest(password);
-        self.users
+        let configured = self
+            .users
             .iter()
-            .fold(false, |ok, (n, p)| ok | (n == name && same(p, &d)))
+            .fold(false, |ok, (n, p)| ok | (n == name && same(p, &d)));
+        if configured {
+            return Ok(true);
+        }
+        let k = self.cache.key(&[b"user", name.as_bytes(), password]);
+        if self.cache.hit(&k) {
+            return Ok(true);
+        }
+        let Some(hash) = meta.user_hash(name).await? else {
+            return Ok(false);
+        };
+        let ok = self.verify(hash, password.to_vec()).await;
+        if ok {
+            self.cache.put(k);
+        }
+        Ok(ok)
     }
 
-    fn check_basic(&self, cred: &[u8]) -> bool {
-        let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(cred) else {
+    /// One Argon2 verification on the blocking pool, within
+    /// `password_checks`.
+    async fn verify(&self, hash: String, password: Vec<u8>) -> bool {
+        let Ok(_permit) = self.hashing.acquire().await else {
             return false;
         };
-        let Some(colon) = raw.iter().position(|&b| b == b':') else {
-            return false;
-        };
-        let Ok(name) = std::str::from_utf8(&raw[..colon]) else {
-            return false;
-        };
-        self.check_user(name, &raw[colon + 1..])
+        tokio::task::spawn_blocking(move || verify_password(&hash, &password))
+            .await
+            .unwrap_or(false)
     }
+}
+
+/// Stores the digests of a `token.sha256` file written by a release
+/// before credentials moved into the metadata store, then renames it so
+/// that this happens once.
+async fn import_token_file(meta: &dyn MetaStore, data: &Path) -> Result<(), String> {
+    let path = data.join(TOKEN_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let known = meta.tokens().await.map_err(|e| e.to_string())?;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let mut d = [0u8; 32];
+        hex::decode_to_slice(line, &mut d)
+            .map_err(|e| format!("{}: bad token digest: {e}", path.display()))?;
+        if !known.iter().any(|t| t.id == crate::store::token_id(&d)) {
+            meta.token_add(d, format!("imported from {TOKEN_FILE}"))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let done = path.with_extension("sha256.imported");
+    std::fs::rename(&path, &done).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Adds or changes a user in the store (the CLI's `user add|passwd` and
+/// tests); `false` when `mode`'s condition failed.
+pub async fn set_user(
+    meta: &dyn MetaStore,
+    name: &str,
+    password: &[u8],
+    mode: UserSet,
+) -> Result<bool, String> {
+    if name.is_empty() || name.contains(':') {
+        return Err("a user name must be non-empty and without ':' (RFC 7617 §2)".into());
+    }
+    if password.is_empty() {
+        return Err("the password is empty".into());
+    }
+    let password = password.to_vec();
+    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .map_err(|e| e.to_string())??;
+    meta.user_set(name, &hash, mode)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// `scheme SP credentials`, with surrounding whitespace trimmed.
@@ -125,36 +313,22 @@ fn split_scheme(h: &[u8]) -> Option<(&[u8], &[u8])> {
     (!cred.is_empty()).then_some((&h[..sp], cred))
 }
 
-fn parse_digests(s: &str) -> Result<Vec<Digest32>, String> {
-    let mut out = Vec::new();
-    for line in s.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let mut d = [0u8; 32];
-        hex::decode_to_slice(line, &mut d).map_err(|e| format!("bad token digest: {e}"))?;
-        out.push(d);
-    }
-    if out.is_empty() {
-        return Err("no token digest".into());
-    }
-    Ok(out)
-}
-
-/// Writes a file only the owner can read (0600 on Unix).
-fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o.open(path)?;
-    f.write_all(data)?;
-    f.sync_all()
+/// The name and password of Basic credentials.
+fn basic(cred: &[u8]) -> Option<(String, Vec<u8>)> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(cred)
+        .ok()?;
+    let colon = raw.iter().position(|&b| b == b':')?;
+    let name = std::str::from_utf8(&raw[..colon]).ok()?.to_string();
+    Some((name, raw[colon + 1..].to_vec()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::SqliteMeta;
 
-    fn basic(s: &str) -> Vec<u8> {
+    fn basic_header(s: &str) -> Vec<u8> {
         format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(s)
@@ -162,36 +336,138 @@ mod tests {
         .into_bytes()
     }
 
-    #[test]
-    fn bearer_and_basic() {
+    fn meta(d: &Path) -> SqliteMeta {
+        SqliteMeta::open(&d.join("m.sqlite")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn configured_bearer_and_basic() {
         let d = tempfile::tempdir().unwrap();
+        let m = meta(d.path());
         let users = [User::parse("bob:s3:cret").unwrap()];
-        let (a, new) = Auth::load_or_create(d.path(), &["tok".into()], &users).unwrap();
+        let l = Limits::default();
+        let (a, new) = Auth::start(&m, d.path(), &["tok".into()], &users, &l)
+            .await
+            .unwrap();
         assert!(new.is_none());
+        assert!(m.tokens().await.unwrap().is_empty(), "flags are not stored");
+        for (h, want) in [
+            (&b"Bearer tok"[..], true),
+            (b"bearer  tok ", true),
+            (b"Bearer tok2", false),
+            (b"Bearer", false),
+            (&basic_header("bob:s3:cret"), true),
+            (&basic_header("bob:s3"), false),
+            (&basic_header("eve:s3:cret"), false),
+            (b"Basic !!!", false),
+            (b"Digest x", false),
+        ] {
+            let got = a.check(&m, Some(h)).await.unwrap();
+            assert_eq!(got, want, "{}", String::from_utf8_lossy(h));
+        }
+        assert!(!a.check(&m, None).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn stored_tokens_and_users_with_revocation() {
+        let d = tempfile::tempdir().unwrap();
+        let m = meta(d.path());
+        let l = Limits {
+            auth_cache_ms: 0,
+            ..Limits::default()
+        };
+        let t = new_token();
+        let info = m.token_add(token_digest(&t), "x".into()).await.unwrap();
+        assert!(set_user(&m, "carol", b"pw pw", UserSet::Create)
+            .await
+            .unwrap());
+        let hash = m.user_hash("carol").await.unwrap().unwrap();
+        assert!(hash.starts_with("$argon2id$"), "{hash}");
+        assert!(!hash.contains("pw pw"));
+        let (a, new) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        assert!(new.is_none(), "the store has credentials");
+        let bearer = format!("Bearer {t}");
+        assert!(a.check(&m, Some(bearer.as_bytes())).await.unwrap());
+        assert!(a.check_user(&m, "carol", b"pw pw").await.unwrap());
+        assert!(!a.check_user(&m, "carol", b"pw").await.unwrap());
+        assert!(!a.check_user(&m, "dave", b"pw pw").await.unwrap());
+        // Without a cache, revocation and removal act at once.
+        m.token_revoke(&info.id).await.unwrap();
+        m.user_remove("carol").await.unwrap();
+        assert!(!a.check(&m, Some(bearer.as_bytes())).await.unwrap());
+        assert!(!a.check_user(&m, "carol", b"pw pw").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_passed_login_is_remembered_for_the_cache_period_only() {
+        let d = tempfile::tempdir().unwrap();
+        let m = meta(d.path());
+        let l = Limits {
+            auth_cache_ms: 300,
+            ..Limits::default()
+        };
+        set_user(&m, "erin", b"secret", UserSet::Create)
+            .await
+            .unwrap();
+        let (a, _) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        assert!(a.check_user(&m, "erin", b"secret").await.unwrap());
+        m.user_remove("erin").await.unwrap();
+        assert!(a.check_user(&m, "erin", b"secret").await.unwrap(), "cached");
+        assert!(
+            !a.check_user(&m, "erin", b"other").await.unwrap(),
+            "not a wrong one"
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(
+            !a.check_user(&m, "erin", b"secret").await.unwrap(),
+            "expired"
+        );
+    }
+
+    #[tokio::test]
+    async fn generated_token_is_stored_hashed_and_made_once() {
+        let d = tempfile::tempdir().unwrap();
+        let m = meta(d.path());
+        let l = Limits::default();
+        let (a, tok) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        let tok = tok.expect("a token on first start");
+        let stored = m.tokens().await.unwrap();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].id, crate::store::token_id(&token_digest(&tok)));
+        assert!(a
+            .check(&m, Some(format!("Bearer {tok}").as_bytes()))
+            .await
+            .unwrap());
+        let (_, again) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        assert!(again.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_token_file_of_an_earlier_release_is_imported_once() {
+        let d = tempfile::tempdir().unwrap();
+        let m = meta(d.path());
+        let tok = new_token();
+        let line = format!("{}\n", hex::encode(token_digest(&tok)));
+        std::fs::write(d.path().join(TOKEN_FILE), line).unwrap();
+        let l = Limits::default();
+        let (a, new) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        assert!(new.is_none(), "the imported token counts");
+        assert!(a
+            .check(&m, Some(format!("Bearer {tok}").as_bytes()))
+            .await
+            .unwrap());
         assert!(!d.path().join(TOKEN_FILE).exists());
-        assert!(a.check(Some(b"Bearer tok")));
-        assert!(a.check(Some(b"bearer  tok ")));
-        assert!(!a.check(Some(b"Bearer tok2")));
-        assert!(!a.check(Some(b"Bearer")));
-        assert!(!a.check(None));
-        assert!(a.check(Some(&basic("bob:s3:cret"))));
-        assert!(!a.check(Some(&basic("bob:s3"))));
-        assert!(!a.check(Some(&basic("eve:s3:cret"))));
-        assert!(!a.check(Some(b"Basic !!!")));
-        assert!(!a.check(Some(b"Digest x")));
+        Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        assert_eq!(m.tokens().await.unwrap().len(), 1);
     }
 
     #[test]
-    fn generated_token_is_stored_hashed_and_reused() {
-        let d = tempfile::tempdir().unwrap();
-        let (a, tok) = Auth::load_or_create(d.path(), &[], &[]).unwrap();
-        let tok = tok.expect("a token on first start");
-        let stored = std::fs::read_to_string(d.path().join(TOKEN_FILE)).unwrap();
-        assert!(!stored.contains(&tok));
-        assert_eq!(stored.trim(), hex::encode(Sha256::digest(tok.as_bytes())));
-        assert!(a.check(Some(format!("Bearer {tok}").as_bytes())));
-        let (b, again) = Auth::load_or_create(d.path(), &[], &[]).unwrap();
-        assert!(again.is_none());
-        assert!(b.check(Some(format!("Bearer {tok}").as_bytes())));
+    fn cache_keys_separate_their_parts() {
+        let c = Cache::new(Duration::from_secs(1), 2);
+        assert_ne!(c.key(&[b"ab", b"c"]), c.key(&[b"a", b"bc"]));
+        for i in 0..10u8 {
+            c.put(c.key(&[&[i]]));
+        }
+        assert!(c.map.lock().unwrap().len() <= 2, "bounded");
     }
 }

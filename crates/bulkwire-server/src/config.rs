@@ -46,7 +46,50 @@ pub struct Config {
     pub tokens: Vec<String>,
     /// Users accepted with HTTP Basic on `/v1` (and later XML-RPC/SOAP).
     pub users: Vec<User>,
+    /// The metadata store (see `crate::stores`): absent is SQLite under
+    /// `data`, else `postgres://USER@HOST:PORT/DB` or `sqlite:PATH`.
+    pub meta: Option<String>,
+    /// The blob store: absent is files under `data`, else
+    /// `s3://BUCKET/PREFIX` or `file:DIR`.
+    pub blobs: Option<String>,
+    /// S3 settings; each absent key falls back to its `AWS_*` variable.
+    pub s3: S3Keys,
     pub limits: Limits,
+}
+
+/// The `[s3]` table: what `AWS_ENDPOINT_URL`, `AWS_REGION`,
+/// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_ALLOW_HTTP` would
+/// say, and the multipart part size.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct S3Keys {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub allow_http: Option<bool>,
+    /// Bytes per multipart part (default 8 MiB, at least S3's 5 MiB); an
+    /// upload holds at most two parts in memory.
+    pub part_size: Option<u64>,
+}
+
+#[cfg(feature = "s3")]
+impl S3Keys {
+    /// The keys set here, over a URL's defaults (the `AWS_*` variables
+    /// fill what is still unset).
+    pub fn apply(&self, mut c: crate::store::S3Config) -> crate::store::S3Config {
+        c.endpoint = self.endpoint.clone().or(c.endpoint);
+        if let Some(r) = &self.region {
+            c.region = r.clone();
+        }
+        c.access_key_id = self.access_key_id.clone().or(c.access_key_id);
+        c.secret_access_key = self.secret_access_key.clone().or(c.secret_access_key);
+        c.allow_http = self.allow_http.unwrap_or(c.allow_http);
+        if let Some(p) = self.part_size {
+            c.part_size = usize::try_from(p).unwrap_or(usize::MAX);
+        }
+        c
+    }
 }
 
 impl Default for Config {
@@ -56,6 +99,9 @@ impl Default for Config {
             data: PathBuf::from("./bulkwire-data"),
             tokens: Vec::new(),
             users: Vec::new(),
+            meta: None,
+            blobs: None,
+            s3: S3Keys::default(),
             limits: Limits::default(),
         }
     }
@@ -159,6 +205,25 @@ pub struct Limits {
     pub filename_bytes: usize,
     /// How long in-flight requests may run on after SIGTERM/SIGINT.
     pub shutdown_grace_ms: u64,
+    /// How long a passed login (token or user) is remembered before the
+    /// store is asked again: a revoked token or removed user stops working
+    /// within this. 0 asks every time (see `crate::auth`).
+    pub auth_cache_ms: u64,
+    /// Logins remembered at once.
+    pub auth_cache_entries: usize,
+    /// Argon2 password verifications running at once (19 MiB each).
+    pub password_checks: usize,
+    /// Connections to a PostgreSQL metadata store (the pool's size).
+    pub meta_connections: usize,
+    /// Longest wait for a metadata connection or an S3 request to start
+    /// answering; a store that is away fails requests (503) after it.
+    pub store_timeout_ms: u64,
+    /// A node whose heartbeat is older than this is presumed dead: any
+    /// node's janitor then removes what its unfinished uploads left
+    /// (`bulkwire_store::lease`). Heartbeats come every sixth of it.
+    pub lease_ms: u64,
+    /// How often each node's janitor looks for expired leases.
+    pub janitor_interval_ms: u64,
 }
 
 impl Default for Limits {
@@ -193,6 +258,13 @@ impl Default for Limits {
             list_limit: 1000,
             filename_bytes: 1024,
             shutdown_grace_ms: 30_000,
+            auth_cache_ms: 30_000,
+            auth_cache_entries: 4096,
+            password_checks: 2,
+            meta_connections: 16,
+            store_timeout_ms: 5_000,
+            lease_ms: 60_000,
+            janitor_interval_ms: 20_000,
         }
     }
 }
@@ -219,6 +291,11 @@ impl Limits {
             ("linger_idle_ms", self.linger_idle_ms),
             ("preauth_bytes", self.preauth_bytes),
             ("max_connections", self.max_connections.unwrap_or(1) as u64),
+            ("password_checks", self.password_checks as u64),
+            ("meta_connections", self.meta_connections as u64),
+            ("store_timeout_ms", self.store_timeout_ms),
+            ("lease_ms", self.lease_ms),
+            ("janitor_interval_ms", self.janitor_interval_ms),
         ];
         match zero.iter().find(|(_, v)| *v == 0) {
             Some((n, _)) => Err(format!("limits.{n} must be > 0")),
@@ -265,9 +342,15 @@ impl Limits {
     /// of the write in flight, its text fields, the parser's header buffer
     /// and delimiter carry.
     pub fn upload_reserve(&self) -> u64 {
+        self.upload_reserve_for(crate::store::STAGING_BYTES as u64)
+    }
+
+    /// [`Limits::upload_reserve`] with a blob store that holds
+    /// `store_memory` per upload (`BlobStore::upload_memory`: the file
+    /// store's aligned staging, S3's two parts).
+    pub fn upload_reserve_for(&self, store_memory: u64) -> u64 {
         let batches = 2 * (self.write_batch as u64 + self.read_buffer as u64);
-        let staging = crate::store::STAGING_BYTES as u64;
-        batches + staging + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
+        batches + store_memory + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
     }
 
     pub fn idle_timeout(&self) -> Duration {

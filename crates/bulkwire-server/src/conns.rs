@@ -309,7 +309,7 @@ impl ConnHandle {
         let reg = self.conns.lock();
         reg.open
             .get(&self.id)
-            .map_or(true, |e| e.state != State::Busy && e.state != State::Idle)
+            .is_none_or(|e| e.state != State::Busy && e.state != State::Idle)
     }
 
     /// True before any request head came in.

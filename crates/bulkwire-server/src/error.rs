@@ -33,6 +33,8 @@ pub enum Kind {
     Storage,
     /// The disk (or quota) is full.
     StorageFull,
+    /// A store cannot be reached (503 with `Retry-After`).
+    Unavailable,
 }
 
 impl Kind {
@@ -51,6 +53,7 @@ impl Kind {
             Kind::Aborted => "aborted",
             Kind::Storage => "storage",
             Kind::StorageFull => "storage_full",
+            Kind::Unavailable => "unavailable",
         }
     }
 
@@ -67,6 +70,7 @@ impl Kind {
             Kind::LengthRequired => StatusCode::LENGTH_REQUIRED,
             Kind::Storage => StatusCode::INTERNAL_SERVER_ERROR,
             Kind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
+            Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -144,11 +148,15 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-/// A metadata error: 507 when the store is out of room, else 500.
+/// A metadata error: 507 when the store is out of room, 503 when it cannot
+/// be reached, else 500.
 impl From<crate::store::MetaError> for ApiError {
     fn from(e: crate::store::MetaError) -> Self {
         if e.full {
             return ApiError::new(Kind::StorageFull, format!("storage full: {e}"));
+        }
+        if e.unavailable {
+            return ApiError::new(Kind::Unavailable, format!("{e}; retry later"));
         }
         ApiError::storage(e)
     }

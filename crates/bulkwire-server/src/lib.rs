@@ -26,16 +26,18 @@ pub mod conns;
 mod error;
 pub mod handlers;
 pub mod linger;
+pub mod metered;
 pub mod metrics;
 pub mod response;
 mod server;
 mod state;
 /// The storage crate, re-exported: handlers see only its traits.
 pub use bulkwire_store as store;
+pub mod stores;
 pub mod upload;
 
 pub use auth::Auth;
-pub use config::{Config, Limits, User};
+pub use config::{Config, Limits, S3Keys, User};
 pub use error::{ApiError, Kind};
 pub use server::{shutdown_signal, RunningServer, Server, META_FILE};
 pub use state::AppState;

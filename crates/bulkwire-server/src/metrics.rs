@@ -64,6 +64,8 @@ pub struct Metrics {
     duration_buckets: [AtomicU64; BUCKETS.len()],
     duration_count: AtomicU64,
     duration_sum_us: AtomicU64,
+    /// Store latency and errors (`crate::metered`).
+    pub store: std::sync::Arc<crate::metered::StoreStats>,
 }
 
 impl Metrics {
@@ -157,6 +159,7 @@ impl Metrics {
         );
         self.render_connections(&mut o);
         self.render_durations(&mut o);
+        self.store.render(&mut o);
         render_memory(&mut o);
         o
     }

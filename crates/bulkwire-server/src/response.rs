@@ -77,6 +77,10 @@ pub fn error(e: &ApiError, close: bool) -> Response {
         Kind::Busy => {
             h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        // A store that is away takes longer than a slot to come back.
+        Kind::Unavailable => {
+            h.insert(RETRY_AFTER, HeaderValue::from_static("5"));
+        }
         Kind::Unauthorized => {
             h.insert(
                 WWW_AUTHENTICATE,

@@ -14,7 +14,7 @@ use crate::conns::{self, Admit, ConnHandle};
 use crate::handlers;
 use crate::linger::Io;
 use crate::state::AppState;
-use crate::store::{self, BlobStore, FsBlobStore, MetaStore, SqliteMeta};
+use crate::store::{self, lease, BlobStore, MetaStore};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -32,6 +32,34 @@ use tokio::task::JoinHandle;
 /// SQLite file name in the data directory.
 pub const META_FILE: &str = "meta.sqlite";
 
+/// Stops a background task when the future that started it goes away.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Crash leftovers at start. A store only this process can use (SQLite's
+/// file) may be swept whole: every lease is a dead process's, and temp files
+/// are removed by listing. Shared stores are left to the janitor, which
+/// only takes leases whose node stopped heartbeating.
+async fn start_cleanup(
+    blobs: &dyn BlobStore,
+    meta: &dyn MetaStore,
+    node: &str,
+) -> io::Result<(usize, usize)> {
+    if !meta.exclusive() {
+        return Ok((0, 0));
+    }
+    let leased = lease::sweep_expired(meta, blobs, node, Duration::ZERO)
+        .await
+        .map_err(io::Error::other)?;
+    let (temps, orphans) = store::recover(blobs, meta).await?;
+    Ok((temps + leased, orphans))
+}
+
 /// A server bound to its address, stores open, not yet accepting.
 pub struct Server {
     state: Arc<AppState>,
@@ -41,12 +69,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the embedded stores under `config.data` and binds.
+    /// Opens the stores the configuration names (`crate::stores`; the
+    /// embedded ones under `config.data` by default) and binds.
     pub async fn bind(config: Config) -> io::Result<Server> {
         std::fs::create_dir_all(&config.data)?;
-        let blobs = FsBlobStore::open(&config.data)?;
-        let meta = SqliteMeta::open(&config.data.join(META_FILE)).map_err(io::Error::other)?;
-        Server::bind_with(config, Arc::new(blobs), Arc::new(meta)).await
+        let (blobs, meta) = crate::stores::open(&config)
+            .await
+            .map_err(io::Error::other)?;
+        Server::bind_with(config, blobs, meta).await
     }
 
     /// Binds with the given stores (other backends, test doubles).
@@ -62,14 +92,24 @@ impl Server {
         // and a token stored by a start that then failed would never be
         // shown.
         let listener = TcpListener::bind(config.listen).await?;
-        let swept = store::recover(blobs.as_ref(), meta.as_ref()).await?;
-        let (auth, new_token) = Auth::load_or_create(&config.data, &config.tokens, &config.users)?;
-        if config.limits.upload_reserve() > config.limits.memory_budget {
+        let node: Arc<str> = Arc::from(crate::state::node_id());
+        let swept = start_cleanup(blobs.as_ref(), meta.as_ref(), &node).await?;
+        let (auth, new_token) = Auth::start(
+            meta.as_ref(),
+            &config.data,
+            &config.tokens,
+            &config.users,
+            &config.limits,
+        )
+        .await
+        .map_err(|e| io::Error::other(format!("credentials: {e}")))?;
+        let l = &config.limits;
+        if l.upload_reserve_for(blobs.upload_memory()) > l.memory_budget {
             tracing::warn!(
                 "limits.memory_budget is below one upload's reserve: every upload will get 503"
             );
         }
-        let state = Arc::new(AppState::new(config, auth, blobs, meta));
+        let state = Arc::new(AppState::new(config, auth, blobs, meta, node));
         Ok(Server {
             state,
             listener,
@@ -107,6 +147,7 @@ impl Server {
             .header_read_timeout(limits.header_timeout())
             .max_buf_size(limits.read_buffer);
         let (stop_tx, stop) = watch::channel(false);
+        let janitor = AbortOnDrop(self.spawn_janitor());
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -123,6 +164,7 @@ impl Server {
             }
         }
         drop(self.listener);
+        drop(janitor);
         let _ = stop_tx.send(true);
         tokio::select! {
             () = self.state.conns.wait_empty() => tracing::info!("all connections closed"),
@@ -131,6 +173,18 @@ impl Server {
             }
         }
         Ok(())
+    }
+
+    /// Heartbeats this node and cleans up after dead ones, while serving.
+    fn spawn_janitor(&self) -> JoinHandle<()> {
+        let st = &self.state;
+        let l = &st.config.limits;
+        let times = lease::JanitorTimes {
+            expiry: Duration::from_millis(l.lease_ms),
+            interval: Duration::from_millis(l.janitor_interval_ms),
+        };
+        let (meta, blobs, node) = (st.meta.clone(), st.blobs.clone(), st.node.clone());
+        tokio::spawn(lease::janitor(meta, blobs, node, times))
     }
 
     /// Serves a new connection within the budget ([`crate::conns`]): shed

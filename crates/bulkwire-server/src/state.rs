@@ -14,6 +14,8 @@ pub struct AppState {
     pub blobs: Arc<dyn BlobStore>,
     pub meta: Arc<dyn MetaStore>,
     pub metrics: Metrics,
+    /// This process's node id: leases and heartbeats name it.
+    pub node: Arc<str>,
     /// One permit per upload slot.
     pub(crate) uploads: Arc<Semaphore>,
     /// The memory budget in KiB permits (a `Semaphore` counts in `u32`
@@ -35,14 +37,19 @@ impl AppState {
         auth: Auth,
         blobs: Arc<dyn BlobStore>,
         meta: Arc<dyn MetaStore>,
+        node: Arc<str>,
     ) -> AppState {
         let l = &config.limits;
         let budget = (l.memory_budget / 1024).min(Semaphore::MAX_PERMITS as u64) as usize;
-        let reserve = l.upload_reserve().div_ceil(1024).min(u32::MAX as u64) as u32;
+        let reserve = l
+            .upload_reserve_for(blobs.upload_memory())
+            .div_ceil(1024)
+            .min(u32::MAX as u64) as u32;
         let max_conns = l.max_connections.unwrap_or_else(|| {
             crate::conns::derive_max_connections(crate::conns::descriptor_limit(), l)
         });
         let metrics = Metrics::default();
+        let (blobs, meta) = crate::metered::meter(blobs, meta, &metrics.store);
         metrics
             .max_connections
             .store(max_conns as u64, std::sync::atomic::Ordering::Relaxed);
@@ -57,10 +64,17 @@ impl AppState {
                 metrics.connections.clone(),
             )),
             metrics,
+            node,
             config,
             auth,
             blobs,
             meta,
         }
     }
+}
+
+/// A node id unique per process start: 64 random bits in hex, after the
+/// process id (for a person reading the `pending` table).
+pub(crate) fn node_id() -> String {
+    format!("{}-{}", std::process::id(), &crate::store::new_id()[..16])
 }

@@ -2,7 +2,7 @@
 //! body with a deadline, streaming file bytes into storage, and the atomic
 //! commit (DESIGN.md "Bounded memory", "Storage").
 //!
-//! A handler (multipart today, XML-RPC and SOAP/MTOM later) only turns its
+//! A handler (form-data, raw, XML-RPC, SOAP/MTOM) only turns its
 //! wire format into calls on [`Ingest`]: `begin_file` → [`FileSink::push`]
 //! the file's bytes → `finish_file`, plus `add_field` for text values, then
 //! `commit`. It reads its body through [`BodyReader`] and calls
@@ -11,17 +11,19 @@
 //! two batches plus the codec's own bounded buffers, whatever the payload
 //! size, while reading, hashing and writing overlap.
 //!
-//! Atomicity: each file goes to a temp object and is committed (fsync,
-//! rename) at its end; the metadata rows of the whole request are inserted
-//! in one transaction at the very end. Until then [`Ingest`]'s `Drop`
-//! removes the committed blobs and the blob writer's `Drop` the temp object,
+//! Atomicity: each file is leased (`bulkwire_store::lease`) before its first
+//! byte, goes to a temp object (a file, an S3 multipart upload) and is
+//! committed (durable, final name) at its end; the metadata rows of the
+//! whole request are inserted, and the leases ended, in one transaction at
+//! the very end. Until then each lease's `Drop` removes what its file left,
 //! so a rejected, failed or abandoned request (the client went away and
-//! hyper dropped the handler) leaves nothing.
+//! hyper dropped the handler) leaves nothing; a crashed node's leases are
+//! the janitor's.
 
 use crate::admission::Progress;
 use crate::error::{ApiError, Kind};
 use crate::state::AppState;
-use crate::store::{new_id, BlobWriter, MediaRecord, NewMedia};
+use crate::store::{new_id, BlobWriter, Lease, MediaRecord, NewMedia};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::BodyExt;
@@ -186,6 +188,22 @@ pub fn storage_error(e: std::io::Error) -> ApiError {
     if matches!(e.raw_os_error(), Some(28) | Some(122)) || e.to_string().contains("No space left") {
         return ApiError::new(Kind::StorageFull, format!("storage full: {e}"));
     }
+    // A blob store that cannot be reached (S3 down, a network partition):
+    // the upload may succeed once it is back.
+    use std::io::ErrorKind as K;
+    if matches!(
+        e.kind(),
+        K::TimedOut
+            | K::ConnectionRefused
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::NotConnected
+    ) {
+        return ApiError::new(
+            Kind::Unavailable,
+            format!("blob store unavailable: {e}; retry later"),
+        );
+    }
     ApiError::storage(e)
 }
 
@@ -297,7 +315,9 @@ pub struct Ingest {
     files: Vec<NewMedia>,
     fields: Vec<(String, String)>,
     field_bytes: u64,
-    committed: bool,
+    /// One per file begun: dropped unended (the upload failed), each
+    /// removes what its file left (`Lease`'s `Drop`).
+    leases: Vec<Arc<Lease>>,
 }
 
 impl Ingest {
@@ -307,7 +327,7 @@ impl Ingest {
             files: Vec::new(),
             fields: Vec::new(),
             field_bytes: 0,
-            committed: false,
+            leases: Vec::new(),
         }
     }
 
@@ -329,7 +349,14 @@ impl Ingest {
             return Err(ApiError::limit("filename_bytes", l.filename_bytes as u64));
         }
         let id = new_id();
-        let writer = self.state.blobs.begin(&id).await.map_err(storage_error)?;
+        let st = &self.state;
+        let lease = Lease::take(st.meta.clone(), st.blobs.clone(), &id, st.node.clone()).await?;
+        let writer = st
+            .blobs
+            .begin(&id, lease.clone())
+            .await
+            .map_err(storage_error)?;
+        self.leases.push(lease);
         Ok(FileSink {
             writer,
             hasher: Some(Sha256::new()),
@@ -358,8 +385,7 @@ impl Ingest {
         let mut media = sink.media;
         media.size = sink.size;
         media.sha256 = hex::encode(digest);
-        // Listed before the commit starts, so that an interrupted commit's
-        // blob is removed by `Drop` too.
+        // An interrupted commit's blob is its lease's to remove.
         self.files.push(media);
         sink.writer.commit().await.map_err(storage_error)
     }
@@ -413,30 +439,13 @@ impl Ingest {
     pub async fn commit(mut self) -> Result<(Vec<MediaRecord>, Vec<(String, String)>), ApiError> {
         let files = std::mem::take(&mut self.files);
         let n = files.len();
-        let ids: Vec<String> = files.iter().map(|f| f.id.clone()).collect();
-        match self.state.meta.insert(files).await {
-            Ok(records) => {
-                self.committed = true;
-                self.state.metrics.files_stored.fetch_add(n as u64, Relaxed);
-                Ok((records, std::mem::take(&mut self.fields)))
-            }
-            Err(e) => {
-                for id in &ids {
-                    self.state.blobs.discard(id);
-                }
-                Err(ApiError::from(e))
-            }
+        let records = self.state.meta.insert(files, &self.state.node).await?;
+        // The insert ended the leases in its transaction.
+        for l in &self.leases {
+            l.end();
         }
-    }
-}
-
-impl Drop for Ingest {
-    fn drop(&mut self) {
-        if !self.committed {
-            for f in &self.files {
-                self.state.blobs.discard(&f.id);
-            }
-        }
+        self.state.metrics.files_stored.fetch_add(n as u64, Relaxed);
+        Ok((records, std::mem::take(&mut self.fields)))
     }
 }
 

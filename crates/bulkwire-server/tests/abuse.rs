@@ -11,8 +11,8 @@
 mod common;
 mod soap_util;
 
-use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, MetaError, SqliteMeta};
-use bulkwire_server::{Limits, META_FILE};
+use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, Lease, MetaError};
+use bulkwire_server::Limits;
 use bulkwire_xop::build::{include_element, Builder};
 use bulkwire_xop::SoapVersion;
 use bytes::Bytes;
@@ -273,11 +273,12 @@ impl Drop for Alive {
 impl BeginHook for LiveHook {
     fn begin<'a>(
         &'a self,
-        inner: &'a FsBlobStore,
+        inner: &'a dyn BlobStore,
         id: &'a str,
+        lease: Arc<Lease>,
     ) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
         Box::pin(async move {
-            let w = inner.begin(id).await?;
+            let w = inner.begin(id, lease).await?;
             let n = self.0.now.fetch_add(1, SeqCst) + 1;
             self.0.peak.fetch_max(n, SeqCst);
             let alive = Alive(self.0.clone());
@@ -308,11 +309,11 @@ async fn mtom_with_250_unreferenced_attachments_holds_one_temp_file() {
     let dir = tempfile::tempdir().unwrap();
     let live = Arc::new(Live::default());
     let blobs = Hooked {
-        inner: FsBlobStore::open(dir.path()).unwrap(),
+        inner: common::blob_store(dir.path()),
         hook: LiveHook(live.clone()),
     };
-    let meta = SqliteMeta::open(&dir.path().join(META_FILE)).unwrap();
-    let h = start_with(dir, Limits::default(), Arc::new(blobs), Arc::new(meta)).await;
+    let meta = common::meta_store(dir.path()).await;
+    let h = start_with(dir, Limits::default(), Arc::new(blobs), meta).await;
     let data = payload(10_000, 1);
     let mut b = Builder::new(SoapVersion::Soap12);
     b.envelope(envelope(SOAP12, "d.bin", None, &include_element("data@t")))
@@ -423,10 +424,10 @@ async fn a_full_metadata_store_is_507_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let meta = FailingMeta {
         insert: Some(MetaError::full("database or disk is full")),
-        ..FailingMeta::open(dir.path())
+        ..FailingMeta::on(common::meta_store(dir.path()).await)
     };
-    let blobs = FsBlobStore::open(dir.path()).unwrap();
-    let h = start_with(dir, Limits::default(), Arc::new(blobs), Arc::new(meta)).await;
+    let blobs = common::blob_store(dir.path());
+    let h = start_with(dir, Limits::default(), blobs, Arc::new(meta)).await;
     let r = h.put("a.bin", "x/y", payload(100_000, 5)).await;
     assert_eq!(r.status(), 507);
     let j: serde_json::Value = r.json().await.unwrap();

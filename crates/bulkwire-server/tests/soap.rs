@@ -177,8 +177,9 @@ async fn an_unreferenced_attachment_is_not_stored() {
     .await;
     check_stored(&h, &r, SoapVersion::Soap12, &data).await;
     only_listed(&h).await;
+    let p = h.probe();
     wait_until("one blob, no temp file", || {
-        count_files(&h.data().join("tmp")) == 0
+        p.temp_count() == 0 && p.blob_count() == 1
     })
     .await;
 }
@@ -475,7 +476,7 @@ async fn a_budget_without_room_for_the_soap_buffers_is_a_503_receiver_fault() {
     // SOAP staging, decoder and tokenizer buffers on top.
     let base = Limits::default();
     let h = start(Limits {
-        memory_budget: base.upload_reserve() + 64 * 1024,
+        memory_budget: common::upload_reserve(&base) + 64 * 1024,
         ..base
     })
     .await;
@@ -492,4 +493,9 @@ async fn a_budget_without_room_for_the_soap_buffers_is_a_503_receiver_fault() {
     assert_eq!((f.code.as_str(), f.kind.as_str()), ("env:Receiver", "busy"));
     assert_eq!(f.limit.as_deref(), Some("memory_budget"));
     assert_eq!(h.list_all().await.len(), 1);
+}
+
+#[test]
+fn rerun_on_shared_stores() {
+    common::rerun_on_shared_stores(&[]);
 }

@@ -5,8 +5,8 @@
 
 mod common;
 
-use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, MetaError, SqliteMeta};
-use bulkwire_server::{Limits, Server, META_FILE};
+use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, Lease, MetaError};
+use bulkwire_server::{Limits, Server};
 use bytes::Bytes;
 use common::*;
 use serde_json::Value;
@@ -96,11 +96,12 @@ impl BlobWriter for FullWriter {
 impl BeginHook for FullDisk {
     fn begin<'a>(
         &'a self,
-        inner: &'a FsBlobStore,
+        inner: &'a dyn BlobStore,
         id: &'a str,
+        lease: Arc<Lease>,
     ) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
         Box::pin(async move {
-            let inner = inner.begin(id).await?;
+            let inner = inner.begin(id, lease).await?;
             Ok(Box::new(FullWriter {
                 inner,
                 written: 0,
@@ -114,11 +115,11 @@ impl BeginHook for FullDisk {
 async fn enospc_from_the_blob_store_is_507_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let blobs = Hooked {
-        inner: FsBlobStore::open(dir.path()).unwrap(),
+        inner: common::blob_store(dir.path()),
         hook: FullDisk { cap: 100_000 },
     };
-    let meta = SqliteMeta::open(&dir.path().join(META_FILE)).unwrap();
-    let h = start_with(dir, Limits::default(), Arc::new(blobs), Arc::new(meta)).await;
+    let meta = common::meta_store(dir.path()).await;
+    let h = start_with(dir, Limits::default(), Arc::new(blobs), meta).await;
     // The first file fits and is committed; the second fills the disk: the
     // request fails whole.
     let form = reqwest::multipart::Form::new()
@@ -225,10 +226,10 @@ async fn readyz_says_whether_both_stores_answer_healthz_stays_liveness() {
     let dir = tempfile::tempdir().unwrap();
     let meta = FailingMeta {
         ready: Some(MetaError::new("connection refused")),
-        ..FailingMeta::open(dir.path())
+        ..FailingMeta::on(common::meta_store(dir.path()).await)
     };
-    let blobs = FsBlobStore::open(dir.path()).unwrap();
-    let h = start_with(dir, Limits::default(), Arc::new(blobs), Arc::new(meta)).await;
+    let blobs = common::blob_store(dir.path());
+    let h = start_with(dir, Limits::default(), blobs, Arc::new(meta)).await;
     let r = h.http.get(h.url("/readyz")).send().await.unwrap();
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers()["retry-after"], "1");
@@ -241,4 +242,16 @@ async fn readyz_says_whether_both_stores_answer_healthz_stays_liveness() {
     assert!(!msg.contains("blob store"), "{msg}");
     let r = h.http.get(h.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
+}
+
+#[test]
+fn rerun_on_shared_stores() {
+    // Both excluded tests are about the embedded store's own files: the
+    // start-up sweep of data/tmp and data/blobs, and a real full tmpfs.
+    // Shared stores' crash cleanup is the lease janitor's, tested in
+    // bulkwire-store and tests/cluster.rs.
+    common::rerun_on_shared_stores(&[
+        "restart_sweeps_temp_files_and_orphan_blobs_but_keeps_uploads",
+        "real_full_disk_on_tmpfs_leaves_nothing",
+    ]);
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use bulkwire_server::handlers::xmlrpc::BAD_LOGIN as BAD_LOGIN_FAULT;
-use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, FsBlobStore, SqliteMeta};
+use bulkwire_server::store::{BlobStore, BlobWriter, BoxFut, Lease};
 use bulkwire_server::Limits;
 use bulkwire_xmlrpc::{
     encode_call, parse, EncodeOptions, Fault, LineEnd, MemorySink, Message, Response, Value,
@@ -32,14 +32,15 @@ struct Counting {
 impl BeginHook for Counting {
     fn begin<'a>(
         &'a self,
-        inner: &'a FsBlobStore,
+        inner: &'a dyn BlobStore,
         id: &'a str,
+        lease: Arc<Lease>,
     ) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
         self.begun.fetch_add(1, SeqCst);
         if self.fail.load(SeqCst) {
             return Box::pin(async { Err(io::Error::other("injected failure")) });
         }
-        inner.begin(id)
+        inner.begin(id, lease)
     }
 }
 
@@ -51,14 +52,14 @@ struct Rpc {
 async fn start_rpc(limits: Limits) -> Rpc {
     let dir = tempfile::tempdir().unwrap();
     let blobs = Arc::new(Hooked {
-        inner: FsBlobStore::open(dir.path()).unwrap(),
+        inner: common::blob_store(dir.path()),
         hook: Counting {
             begun: AtomicUsize::new(0),
             fail: AtomicBool::new(false),
         },
     });
-    let meta = SqliteMeta::open(&dir.path().join("meta.sqlite")).unwrap();
-    let h = start_with(dir, limits, blobs.clone(), Arc::new(meta)).await;
+    let meta = common::meta_store(dir.path()).await;
+    let h = start_with(dir, limits, blobs.clone(), meta).await;
     Rpc { h, blobs }
 }
 
@@ -558,7 +559,7 @@ fn metric_value(h: &Harness, name: &str) -> u64 {
 #[tokio::test]
 async fn call_without_memory_for_its_reserve_is_503() {
     // Room for the shared upload reserve, not for XML-RPC's extra 848 KiB.
-    let budget = Limits::default().upload_reserve() + 100 * 1024;
+    let budget = common::upload_reserve(&Limits::default()) + 100 * 1024;
     let r = start_rpc(Limits {
         memory_budget: budget,
         ..Limits::default()
@@ -575,4 +576,9 @@ async fn call_without_memory_for_its_reserve_is_503() {
     let (status, v) = r.post(body.unwrap().to_vec().unwrap()).await;
     assert_eq!(status, 200);
     assert!(v.is_ok(), "{v:?}");
+}
+
+#[test]
+fn rerun_on_shared_stores() {
+    common::rerun_on_shared_stores(&[]);
 }

@@ -13,7 +13,7 @@
 //! other core instead of between two reads.
 
 use super::direct::Target;
-use super::{BlobStore, BlobStream, BlobWriter, BoxFut};
+use super::{BlobStore, BlobStream, BlobWriter, BoxFut, Lease};
 use bytes::Bytes;
 use std::fs::{self, File};
 use std::io;
@@ -78,7 +78,11 @@ async fn blocking<T: Send + 'static>(
 }
 
 impl BlobStore for FsBlobStore {
-    fn begin<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
+    fn begin<'a>(
+        &'a self,
+        id: &'a str,
+        _lease: Arc<Lease>,
+    ) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>> {
         let tmp = self.tmp.join(id);
         let fin = self.blobs.join(id);
         let dir = self.blobs_dir.clone();
@@ -120,8 +124,56 @@ impl BlobStore for FsBlobStore {
         Box::pin(async move { blocking(move || remove_if_exists(&path)).await })
     }
 
-    fn discard(&self, id: &str) {
-        let _ = remove_if_exists(&self.blobs.join(id));
+    fn backend(&self) -> &'static str {
+        "files"
+    }
+
+    fn upload_memory(&self) -> u64 {
+        if self.direct {
+            crate::STAGING_BYTES as u64
+        } else {
+            0
+        }
+    }
+
+    fn abort<'a>(&'a self, id: &'a str, _handle: Option<&'a str>) -> BoxFut<'a, io::Result<()>> {
+        let (tmp, fin) = (self.tmp.join(id), self.blobs.join(id));
+        Box::pin(async move {
+            blocking(move || {
+                remove_if_exists(&tmp)?;
+                remove_if_exists(&fin)
+            })
+            .await
+        })
+    }
+
+    fn describe(&self) -> BoxFut<'_, io::Result<String>> {
+        let (tmp, direct) = (self.tmp.clone(), self.direct);
+        let root = self
+            .blobs
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Box::pin(async move {
+            // A probe through the same path an upload takes.
+            let probe = tmp.join(format!("check-{}", crate::new_id()));
+            let p = probe.clone();
+            blocking(move || {
+                fs::write(&p, b"bulkwire check")?;
+                remove_if_exists(&p)
+            })
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", probe.display())))?;
+            Ok(format!(
+                "files under {} ({}), writable",
+                root.display(),
+                if direct {
+                    "direct I/O where the file system allows"
+                } else {
+                    "buffered I/O"
+                }
+            ))
+        })
     }
 
     fn sweep<'a>(
@@ -258,7 +310,7 @@ mod tests {
     async fn commit_moves_to_blobs_and_drop_removes_temp() {
         let d = tempfile::tempdir().unwrap();
         let s = FsBlobStore::open(d.path()).unwrap();
-        let mut w = s.begin("a1").await.unwrap();
+        let mut w = s.begin("a1", Lease::detached("a1")).await.unwrap();
         w.write(vec![
             Bytes::from_static(b"hello "),
             Bytes::from_static(b"world"),
@@ -271,7 +323,7 @@ mod tests {
         assert_eq!(read_all(&s, "a1", 0, 11).await, b"hello world");
         assert_eq!(read_all(&s, "a1", 6, 3).await, b"wor");
 
-        let mut w = s.begin("a2").await.unwrap();
+        let mut w = s.begin("a2", Lease::detached("a2")).await.unwrap();
         w.write(vec![Bytes::from_static(b"x")]).await.unwrap();
         drop(w);
         assert!(!s.tmp_dir().join("a2").exists());
@@ -329,5 +381,14 @@ mod tests {
         assert!(s.blob_dir().join("kept").exists());
         assert!(!s.blob_dir().join("orphan").exists());
         assert_eq!(fs::read_dir(s.tmp_dir()).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn conformance() {
+        let d = tempfile::tempdir().unwrap();
+        let s: Arc<dyn BlobStore> = Arc::new(FsBlobStore::open(d.path()).unwrap());
+        crate::conformance::blob_store(s.clone(), 3 << 20).await;
+        let m = crate::SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
+        crate::conformance::janitor(Arc::new(m), s).await;
     }
 }

@@ -16,19 +16,33 @@
 //! implementations of these traits. The crate knows nothing of HTTP: the
 //! server maps its errors (a full disk, [`MetaError::full`]) to answers.
 
+#[cfg(any(test, feature = "conformance"))]
+#[doc(hidden)]
+pub mod conformance;
 mod direct;
 mod fs;
+pub mod lease;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "s3")]
+mod s3;
 mod sqlite;
 
 pub use direct::STAGING_BYTES;
 pub use fs::FsBlobStore;
-pub use sqlite::SqliteMeta;
+pub use lease::Lease;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgMeta, PG_SCHEMA_VERSION};
+#[cfg(feature = "s3")]
+pub use s3::{S3BlobStore, S3Config};
+pub use sqlite::{SqliteMeta, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION};
 
 use bytes::Bytes;
 use futures_core::Stream;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// A boxed future, so the traits stay object-safe.
 pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -38,8 +52,17 @@ pub type BlobStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>>;
 
 /// Where blobs live.
 pub trait BlobStore: Send + Sync + 'static {
-    /// Starts a temporary object that becomes blob `id` on commit.
-    fn begin<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>>;
+    /// Starts a temporary object that becomes blob `id` on commit. The
+    /// upload is already leased (a `pending` row, see [`lease`]); a backend
+    /// whose temporary object has a handle of its own (an S3 multipart
+    /// upload id) records it with [`Lease::note`] before sending bytes, so
+    /// that any node's janitor can abort it.
+    /// The writer may keep the lease (it is shared: the upload ends it).
+    fn begin<'a>(
+        &'a self,
+        id: &'a str,
+        lease: Arc<Lease>,
+    ) -> BoxFut<'a, io::Result<Box<dyn BlobWriter>>>;
 
     /// Reads `len` bytes of blob `id` from `offset`. The caller knows the
     /// size from the metadata row: no `stat` on the request path.
@@ -49,12 +72,25 @@ pub trait BlobStore: Send + Sync + 'static {
     /// Removes a committed blob; a missing one is not an error.
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<()>>;
 
-    /// Removes a committed blob without waiting, from code that cannot
-    /// await (a guard's `Drop`); best effort.
-    fn discard(&self, id: &str);
+    /// Removes whatever an unfinished upload of `id` may have left: its
+    /// temporary object, its incomplete multipart upload (`handle`, as
+    /// noted by [`Lease::note`]) and the blob itself. Missing pieces are
+    /// not an error: the janitor calls this for leases whose node died at
+    /// any point.
+    fn abort<'a>(&'a self, id: &'a str, handle: Option<&'a str>) -> BoxFut<'a, io::Result<()>>;
 
-    /// Start-up only: removes every temporary object, and every committed
-    /// blob for which `keep` says no. Returns (temps, orphans) removed.
+    /// The backend's name in metrics (`files`, `s3`, …).
+    fn backend(&self) -> &'static str {
+        "other"
+    }
+
+    /// Memory one upload's writer may hold beyond the caller's batch (S3:
+    /// the parts being filled and sent), counted in the server's
+    /// `upload_reserve` so that `memory_budget` bounds the sum.
+    fn upload_memory(&self) -> u64 {
+        0
+    }
+
     /// Answers when the store can serve requests (`GET /readyz`). The
     /// embedded file store is the local disk, whose faults show on the
     /// writes themselves: ready by default.
@@ -62,6 +98,14 @@ pub trait BlobStore: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
+    /// What `bulkwire serve --check` reports: where the blobs go and that
+    /// the store answers (it writes, reads and removes a probe object).
+    fn describe(&self) -> BoxFut<'_, io::Result<String>>;
+
+    /// Embedded start-up only (one node owns the store): removes every
+    /// temporary object, and every committed blob for which `keep` says
+    /// no. Returns (temps, orphans) removed. Shared stores return (0, 0):
+    /// their leftovers belong to the lease janitor.
     fn sweep<'a>(
         &'a self,
         keep: &'a (dyn Fn(&str) -> bool + Send + Sync),
@@ -108,12 +152,15 @@ pub struct MediaRecord {
     pub created: i64,
 }
 
-/// A metadata error: the backend's message, and whether the store is out
-/// of room (a full disk or quota: 507 rather than 500).
+/// A metadata error: the backend's message, whether the store is out of
+/// room (a full disk or quota: 507 rather than 500), and whether it could
+/// not be reached at all (503 with `Retry-After`: the request may succeed
+/// once the store is back).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaError {
     pub message: String,
     pub full: bool,
+    pub unavailable: bool,
 }
 
 impl MetaError {
@@ -121,13 +168,21 @@ impl MetaError {
         MetaError {
             message: message.into(),
             full: false,
+            unavailable: false,
         }
     }
 
     pub fn full(message: impl Into<String>) -> MetaError {
         MetaError {
-            message: message.into(),
             full: true,
+            ..MetaError::new(message)
+        }
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> MetaError {
+        MetaError {
+            unavailable: true,
+            ..MetaError::new(message)
         }
     }
 }
@@ -140,26 +195,150 @@ impl std::fmt::Display for MetaError {
 
 impl std::error::Error for MetaError {}
 
-/// Where metadata rows live.
+/// Where metadata rows, credentials and upload leases live.
 pub trait MetaStore: Send + Sync + 'static {
     /// Inserts all rows in one transaction: all become visible or none.
-    fn insert(&self, rows: Vec<NewMedia>) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>>;
+    /// The same transaction ends each row's lease, which must still be
+    /// `node`'s: an upload whose lease a janitor took over (its node was
+    /// presumed dead) fails here rather than naming a removed blob.
+    fn insert<'a>(
+        &'a self,
+        rows: Vec<NewMedia>,
+        node: &'a str,
+    ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>>;
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>>;
 
     /// Up to `limit` rows with `seq > after`, in `seq` order.
     fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>>;
 
-    /// Removes the row; `false` if there was none.
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>>;
+    /// Removes the row and, in the same transaction, leases the id to
+    /// `node`, so that a crash before the blob is gone leaves a lease for
+    /// the janitor rather than an orphan; the caller removes the blob and
+    /// then [`MetaStore::release`]s. `false` if there was no row.
+    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>>;
 
-    /// Start-up only: every id, for [`recover`]. Bounded by the store's
-    /// size, which is fine once at start, never per request.
+    /// Embedded start-up only: every id, for [`recover`]. Bounded by the
+    /// store's size, which is fine once at start, never per request.
     fn all_ids(&self) -> BoxFut<'_, Result<std::collections::HashSet<String>, MetaError>>;
 
     /// Answers when the store can serve requests (`GET /readyz`): one
     /// trivial query.
     fn ready(&self) -> BoxFut<'_, Result<(), MetaError>>;
+
+    /// What `bulkwire serve --check` reports: engine, version, schema.
+    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>>;
+
+    /// The backend's name in metrics (`sqlite`, `postgres`, …).
+    fn backend(&self) -> &'static str {
+        "other"
+    }
+
+    /// True when only one process can use the store (an embedded file):
+    /// start-up may then treat every lease as expired.
+    fn exclusive(&self) -> bool {
+        false
+    }
+
+    // Credentials (see `bulkwire-server`'s `auth`): tokens are kept as
+    // SHA-256 digests, users as password hashes in PHC string format.
+
+    /// Stores a token digest; its id is the digest's first 16 hex digits.
+    fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>>;
+
+    /// True if a token with this digest is stored (one indexed lookup).
+    fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>>;
+
+    fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>>;
+
+    /// Removes the token with this id; `false` if there was none.
+    fn token_revoke<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>>;
+
+    /// Creates or updates a user (see [`UserSet`]); `false` when the mode's
+    /// condition failed (exists already / does not exist).
+    fn user_set<'a>(
+        &'a self,
+        name: &'a str,
+        hash: &'a str,
+        mode: UserSet,
+    ) -> BoxFut<'a, Result<bool, MetaError>>;
+
+    /// A user's stored password hash.
+    fn user_hash<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<String>, MetaError>>;
+
+    fn user_remove<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<bool, MetaError>>;
+
+    fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>>;
+
+    // Leases (see [`lease`]).
+
+    /// Records that `node` is uploading `id` (a `pending` row).
+    fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>>;
+
+    /// Adds the backend's handle (an S3 upload id) to `node`'s lease; an
+    /// error when the lease is not (or no longer) `node`'s.
+    fn lease_note<'a>(
+        &'a self,
+        id: &'a str,
+        node: &'a str,
+        handle: &'a str,
+    ) -> BoxFut<'a, Result<(), MetaError>>;
+
+    /// Ends `node`'s lease on `id` (its leftovers are gone).
+    fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>>;
+
+    /// Says `node` is alive (upserts its heartbeat, store clock).
+    fn heartbeat<'a>(&'a self, node: &'a str) -> BoxFut<'a, Result<(), MetaError>>;
+
+    /// Takes over, for `node`, up to `limit` leases of nodes whose last
+    /// heartbeat is older than `expiry` (or of any other node when
+    /// `expiry` is zero), atomically: two janitors never take the same
+    /// lease. A janitor that dies after this leaves leases of its own,
+    /// which expire in turn.
+    fn claim_expired<'a>(
+        &'a self,
+        node: &'a str,
+        expiry: std::time::Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>>;
+}
+
+/// A stored token as listed (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub id: String,
+    pub label: String,
+    pub created: i64,
+}
+
+/// A stored user as listed (never the hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub created: i64,
+}
+
+/// How [`MetaStore::user_set`] treats an existing user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserSet {
+    /// Only a new user (`user add`).
+    Create,
+    /// Only an existing user (`user passwd`).
+    Update,
+    /// Either (`--user` on the command line, which wins).
+    Upsert,
+}
+
+/// A lease a janitor took over: the upload's id and backend handle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub id: String,
+    pub handle: Option<String>,
+}
+
+/// The id of a token with this digest.
+pub fn token_id(digest: &[u8; 32]) -> String {
+    hex::encode(&digest[..8])
 }
 
 /// Removes crash leftovers: temp objects, and blobs that no row names.

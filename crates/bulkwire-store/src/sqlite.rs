@@ -11,7 +11,10 @@
 //! and syncs many pages, none of which belongs on the request path
 //! (DESIGN.md "no `stat` on the request path").
 
-use super::{BoxFut, MediaRecord, MetaError, MetaStore, NewMedia};
+use super::{
+    token_id, BoxFut, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token, UserInfo,
+    UserSet,
+};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashSet;
 use std::path::Path;
@@ -29,6 +32,7 @@ const CHECKPOINT_IDLE: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct SqliteMeta {
     conn: Arc<Mutex<Connection>>,
+    path: std::path::PathBuf,
     writes: Arc<Writes>,
 }
 
@@ -76,19 +80,69 @@ fn checkpointer(conn: Weak<Mutex<Connection>>, writes: Arc<Writes>) {
     }
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS media (
-    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
-    id           TEXT NOT NULL UNIQUE,
-    field        TEXT,
-    filename     TEXT,
-    content_type TEXT NOT NULL,
-    size         INTEGER NOT NULL,
-    sha256       TEXT NOT NULL,
-    created      INTEGER NOT NULL
-);";
+/// The schema, by version (`PRAGMA user_version`): each step runs once,
+/// in order, in one transaction with the version bump. Version 1 is the
+/// media table of the first release (created without a version, hence
+/// `IF NOT EXISTS`).
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS media (
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+        id           TEXT NOT NULL UNIQUE,
+        field        TEXT,
+        filename     TEXT,
+        content_type TEXT NOT NULL,
+        size         INTEGER NOT NULL,
+        sha256       TEXT NOT NULL,
+        created      INTEGER NOT NULL
+    );",
+    "CREATE TABLE tokens (
+        id      TEXT PRIMARY KEY,
+        digest  BLOB NOT NULL UNIQUE,
+        label   TEXT NOT NULL,
+        created INTEGER NOT NULL
+    );
+    CREATE TABLE users (
+        name    TEXT PRIMARY KEY,
+        hash    TEXT NOT NULL,
+        created INTEGER NOT NULL
+    );
+    CREATE TABLE pending (
+        id      TEXT PRIMARY KEY,
+        node    TEXT NOT NULL,
+        handle  TEXT,
+        started INTEGER NOT NULL
+    );
+    CREATE INDEX pending_node ON pending (node);
+    CREATE TABLE nodes (
+        node      TEXT PRIMARY KEY,
+        heartbeat INTEGER NOT NULL
+    );",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+fn migrate(c: &mut Connection) -> rusqlite::Result<usize> {
+    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let at: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    for step in MIGRATIONS.iter().skip(at) {
+        tx.execute_batch(step)?;
+    }
+    if at < SCHEMA_VERSION {
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION as i64)?;
+    }
+    tx.commit()?;
+    Ok(at)
+}
 
 const COLUMNS: &str = "seq, id, field, filename, content_type, size, sha256, created";
+
+/// The insert found the upload's lease gone or taken over by a janitor.
+fn lease_lost(id: &str) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(
+        format!("the lease on upload {id} was lost (taken over by a janitor)").into(),
+    )
+}
 
 /// SQLite's "database or disk is full" (`SQLITE_FULL`: ENOSPC, a quota,
 /// or `max_page_count`) is the store being out of room.
@@ -111,7 +165,14 @@ impl SqliteMeta {
             .map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(err)?;
-        conn.execute_batch(SCHEMA).map_err(err)?;
+        let mut conn = conn;
+        let at = migrate(&mut conn).map_err(err)?;
+        if at > SCHEMA_VERSION {
+            return Err(MetaError::new(format!(
+                "{}: schema version {at} is newer than this build's {SCHEMA_VERSION}",
+                path.display()
+            )));
+        }
         let conn = Arc::new(Mutex::new(conn));
         let writes = Arc::new(Writes::default());
         let (weak, w) = (Arc::downgrade(&conn), writes.clone());
@@ -119,7 +180,29 @@ impl SqliteMeta {
             .name("sqlite-ckpt".into())
             .spawn(move || checkpointer(weak, w))
             .map_err(|e| MetaError::new(format!("starting the checkpointer: {e}")))?;
-        Ok(SqliteMeta { conn, writes })
+        Ok(SqliteMeta {
+            conn,
+            path: path.to_path_buf(),
+            writes,
+        })
+    }
+
+    /// As [`SqliteMeta::with`], committing without an fsync
+    /// (`synchronous=NORMAL` for these statements): for lease and heartbeat
+    /// rows, which this store never needs after a crash (only one process
+    /// uses the file, and its next start sweeps every leftover), so that an
+    /// upload pays one fsync in SQLite (its row), not two. A later FULL
+    /// commit makes them durable with it.
+    fn relaxed<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> BoxFut<'static, Result<T, MetaError>> {
+        self.with(move |c| {
+            c.pragma_update(None, "synchronous", "NORMAL")?;
+            let r = f(c);
+            c.pragma_update(None, "synchronous", "FULL")?;
+            r
+        })
     }
 
     /// Runs `f` with the connection on the blocking pool.
@@ -158,8 +241,20 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-fn insert_all(c: &mut Connection, rows: Vec<NewMedia>) -> rusqlite::Result<Vec<MediaRecord>> {
+fn insert_all(
+    c: &mut Connection,
+    rows: Vec<NewMedia>,
+    node: &str,
+) -> rusqlite::Result<Vec<MediaRecord>> {
     let tx = c.transaction()?;
+    {
+        let mut end = tx.prepare_cached("DELETE FROM pending WHERE id = ?1 AND node = ?2")?;
+        for m in &rows {
+            if end.execute(params![m.id, node])? != 1 {
+                return Err(lease_lost(&m.id));
+            }
+        }
+    }
     let created = now();
     let mut out = Vec::with_capacity(rows.len());
     {
@@ -194,10 +289,15 @@ fn insert_all(c: &mut Connection, rows: Vec<NewMedia>) -> rusqlite::Result<Vec<M
 }
 
 impl MetaStore for SqliteMeta {
-    fn insert(&self, rows: Vec<NewMedia>) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+    fn insert<'a>(
+        &'a self,
+        rows: Vec<NewMedia>,
+        node: &'a str,
+    ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
         let writes = self.writes.clone();
+        let node = node.to_string();
         self.with(move |c| {
-            let r = insert_all(c, rows)?;
+            let r = insert_all(c, rows, &node)?;
             writes.add(r.len() as u64);
             Ok(r)
         })
@@ -220,13 +320,21 @@ impl MetaStore for SqliteMeta {
         })
     }
 
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        let id = id.to_string();
+    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        let (id, node) = (id.to_string(), node.to_string());
         let writes = self.writes.clone();
         self.with(move |c| {
-            let n = c
+            let tx = c.transaction()?;
+            let n = tx
                 .prepare_cached("DELETE FROM media WHERE id = ?1")?
-                .execute([id])?;
+                .execute([&id])?;
+            if n > 0 {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO pending (id, node, handle, started) VALUES (?1, ?2, NULL, ?3)",
+                )?
+                .execute(params![id, node, now()])?;
+            }
+            tx.commit()?;
             writes.add(n as u64);
             Ok(n > 0)
         })
@@ -236,11 +344,218 @@ impl MetaStore for SqliteMeta {
         self.with(|c| c.query_row("SELECT 1", [], |_| Ok(())))
     }
 
+    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
+        let path = self.path.clone();
+        self.with(move |c| {
+            let v: String = c.query_row("SELECT sqlite_version()", [], |r| r.get(0))?;
+            let s: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            Ok(format!(
+                "SQLite {v} at {}, schema version {s}",
+                path.display()
+            ))
+        })
+    }
+
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn exclusive(&self) -> bool {
+        true
+    }
+
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.with(|c| {
             let mut st = c.prepare("SELECT id FROM media")?;
             let ids = st.query_map([], |r| r.get::<_, String>(0))?;
             ids.collect()
+        })
+    }
+
+    fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
+        let writes = self.writes.clone();
+        self.with(move |c| {
+            let t = Token {
+                id: token_id(&digest),
+                label,
+                created: now(),
+            };
+            c.prepare_cached(
+                "INSERT INTO tokens (id, digest, label, created) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![t.id, &digest[..], t.label, t.created])?;
+            writes.add(1);
+            Ok(t)
+        })
+    }
+
+    fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
+        self.with(move |c| {
+            c.prepare_cached("SELECT 1 FROM tokens WHERE digest = ?1")?
+                .exists([&digest[..]])
+        })
+    }
+
+    fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
+        self.with(|c| {
+            let mut st = c.prepare("SELECT id, label, created FROM tokens ORDER BY created, id")?;
+            let rows = st.query_map([], |r| {
+                Ok(Token {
+                    id: r.get(0)?,
+                    label: r.get(1)?,
+                    created: r.get(2)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    fn token_revoke<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        let id = id.to_string();
+        self.with(move |c| Ok(c.execute("DELETE FROM tokens WHERE id = ?1", [id])? > 0))
+    }
+
+    fn user_set<'a>(
+        &'a self,
+        name: &'a str,
+        hash: &'a str,
+        mode: UserSet,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        let (name, hash) = (name.to_string(), hash.to_string());
+        self.with(move |c| {
+            let n = match mode {
+                UserSet::Create => c.execute(
+                    "INSERT INTO users (name, hash, created) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (name) DO NOTHING",
+                    params![name, hash, now()],
+                )?,
+                UserSet::Update => c.execute(
+                    "UPDATE users SET hash = ?2 WHERE name = ?1",
+                    params![name, hash],
+                )?,
+                UserSet::Upsert => c.execute(
+                    "INSERT INTO users (name, hash, created) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (name) DO UPDATE SET hash = excluded.hash",
+                    params![name, hash, now()],
+                )?,
+            };
+            Ok(n > 0)
+        })
+    }
+
+    fn user_hash<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<String>, MetaError>> {
+        let name = name.to_string();
+        self.with(move |c| {
+            c.prepare_cached("SELECT hash FROM users WHERE name = ?1")?
+                .query_row([name], |r| r.get(0))
+                .optional()
+        })
+    }
+
+    fn user_remove<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        let name = name.to_string();
+        self.with(move |c| Ok(c.execute("DELETE FROM users WHERE name = ?1", [name])? > 0))
+    }
+
+    fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>> {
+        self.with(|c| {
+            let mut st = c.prepare("SELECT name, created FROM users ORDER BY name")?;
+            let rows = st.query_map([], |r| {
+                Ok(UserInfo {
+                    name: r.get(0)?,
+                    created: r.get(1)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        let (id, node) = (id.to_string(), node.to_string());
+        self.relaxed(move |c| {
+            c.prepare_cached(
+                "INSERT INTO pending (id, node, handle, started) VALUES (?1, ?2, NULL, ?3)",
+            )?
+            .execute(params![id, node, now()])?;
+            Ok(())
+        })
+    }
+
+    fn lease_note<'a>(
+        &'a self,
+        id: &'a str,
+        node: &'a str,
+        handle: &'a str,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        let (id, node, handle) = (id.to_string(), node.to_string(), handle.to_string());
+        self.relaxed(move |c| {
+            let n = c
+                .prepare_cached("UPDATE pending SET handle = ?3 WHERE id = ?1 AND node = ?2")?
+                .execute(params![id, node, handle])?;
+            // A lease that is gone (taken over) cannot record the handle:
+            // the writer must abort rather than send parts nobody tracks.
+            match n {
+                1 => Ok(()),
+                _ => Err(lease_lost(&id)),
+            }
+        })
+    }
+
+    fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        let (id, node) = (id.to_string(), node.to_string());
+        self.relaxed(move |c| {
+            c.prepare_cached("DELETE FROM pending WHERE id = ?1 AND node = ?2")?
+                .execute(params![id, node])?;
+            Ok(())
+        })
+    }
+
+    fn heartbeat<'a>(&'a self, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        let node = node.to_string();
+        self.relaxed(move |c| {
+            c.prepare_cached(
+                "INSERT INTO nodes (node, heartbeat) VALUES (?1, ?2)
+                 ON CONFLICT (node) DO UPDATE SET heartbeat = excluded.heartbeat",
+            )?
+            .execute(params![node, now()])?;
+            Ok(())
+        })
+    }
+
+    fn claim_expired<'a>(
+        &'a self,
+        node: &'a str,
+        expiry: Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
+        let node = node.to_string();
+        let cutoff = now() - expiry.as_secs() as i64;
+        // One connection, one transaction: nothing else can claim between
+        // the select and the update.
+        self.with(move |c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let claimed: Vec<Pending> = {
+                let mut st = tx.prepare_cached(
+                    "SELECT p.id, p.handle FROM pending p LEFT JOIN nodes n ON n.node = p.node
+                     WHERE p.node = ?1 OR n.heartbeat IS NULL OR n.heartbeat < ?2
+                     ORDER BY p.started LIMIT ?3",
+                )?;
+                let rows = st.query_map(params![node, cutoff, limit as i64], |r| {
+                    Ok(Pending {
+                        id: r.get(0)?,
+                        handle: r.get(1)?,
+                    })
+                })?;
+                rows.collect::<rusqlite::Result<_>>()?
+            };
+            {
+                let mut up = tx.prepare_cached("UPDATE pending SET node = ?2 WHERE id = ?1")?;
+                for p in &claimed {
+                    up.execute(params![p.id, node])?;
+                }
+            }
+            tx.commit()?;
+            Ok(claimed)
         })
     }
 }
@@ -258,6 +573,48 @@ mod tests {
             size: 3,
             sha256: "00".into(),
         }
+    }
+
+    /// Leases each row's id to node "n", then inserts.
+    async fn put(m: &SqliteMeta, rows: Vec<NewMedia>) -> Result<Vec<MediaRecord>, MetaError> {
+        for r in &rows {
+            m.lease(&r.id, "n").await?;
+        }
+        m.insert(rows, "n").await
+    }
+
+    #[tokio::test]
+    async fn conformance() {
+        let d = tempfile::tempdir().unwrap();
+        let m = SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
+        crate::conformance::meta_store(Arc::new(m)).await;
+    }
+
+    #[tokio::test]
+    async fn migrations_run_once_and_a_newer_schema_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("m.sqlite");
+        // A database of the first release: the media table, no version.
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(MIGRATIONS[0]).unwrap();
+        c.execute("INSERT INTO media (id, field, filename, content_type, size, sha256, created) VALUES ('old', NULL, NULL, 't', 1, 'x', 0)", []).unwrap();
+        drop(c);
+        let m = SqliteMeta::open(&path).unwrap();
+        assert!(m.get("old").await.unwrap().is_some(), "rows survive");
+        assert!(m
+            .describe()
+            .await
+            .unwrap()
+            .contains(&format!("schema version {SCHEMA_VERSION}")));
+        drop(m);
+        SqliteMeta::open(&path).unwrap();
+        let c = Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", 99).unwrap();
+        drop(c);
+        let e = SqliteMeta::open(&path)
+            .err()
+            .expect("a newer schema is refused");
+        assert!(e.message.contains("newer"), "{e}");
     }
 
     #[tokio::test]
@@ -281,7 +638,7 @@ mod tests {
             let rows = (0..50)
                 .map(|j| new(&format!("{i}-{j}-{}", "x".repeat(100))))
                 .collect();
-            if let Err(err) = m.insert(rows).await {
+            if let Err(err) = put(&m, rows).await {
                 e = Some(err);
                 break;
             }
@@ -297,7 +654,7 @@ mod tests {
     async fn insert_get_list_delete() {
         let d = tempfile::tempdir().unwrap();
         let m = SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
-        let r = m.insert(vec![new("a"), new("b"), new("c")]).await.unwrap();
+        let r = put(&m, vec![new("a"), new("b"), new("c")]).await.unwrap();
         assert!(r[0].seq < r[1].seq && r[1].seq < r[2].seq);
         assert_eq!(m.get("b").await.unwrap().unwrap(), r[1]);
         assert_eq!(m.get("zz").await.unwrap(), None);
@@ -311,8 +668,8 @@ mod tests {
             page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
             ["c"]
         );
-        assert!(m.delete("a").await.unwrap());
-        assert!(!m.delete("a").await.unwrap());
+        assert!(m.delete("a", "n").await.unwrap());
+        assert!(!m.delete("a", "n").await.unwrap());
         assert_eq!(m.all_ids().await.unwrap().len(), 2);
     }
 
@@ -327,7 +684,7 @@ mod tests {
         // Well past SQLite's autocheckpoint (1,000 pages): the WAL only
         // grows while fewer than CHECKPOINT_WRITES writes came.
         for i in 0..(CHECKPOINT_WRITES - 1) {
-            m.insert(vec![new(&format!("r{i}"))]).await.unwrap();
+            put(&m, vec![new(&format!("r{i}"))]).await.unwrap();
         }
         let wal = std::fs::metadata(d.path().join("m.sqlite-wal"))
             .unwrap()
@@ -335,7 +692,7 @@ mod tests {
         assert!(wal > 1000 * 4096, "the WAL holds {wal} bytes");
         assert_eq!(db_len(), empty, "an insert checkpointed");
         // The write that reaches the threshold wakes the checkpointer.
-        m.insert(vec![new("last")]).await.unwrap();
+        put(&m, vec![new("last")]).await.unwrap();
         let t = std::time::Instant::now();
         while db_len() == empty {
             assert!(t.elapsed() < Duration::from_secs(5), "no checkpoint");
@@ -348,9 +705,9 @@ mod tests {
     async fn insert_is_all_or_nothing() {
         let d = tempfile::tempdir().unwrap();
         let m = SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
-        m.insert(vec![new("a")]).await.unwrap();
+        put(&m, vec![new("a")]).await.unwrap();
         // The second row clashes on the unique id: neither row may stay.
-        assert!(m.insert(vec![new("b"), new("a")]).await.is_err());
+        assert!(put(&m, vec![new("b"), new("a")]).await.is_err());
         assert_eq!(m.get("b").await.unwrap(), None);
         assert_eq!(m.all_ids().await.unwrap().len(), 1);
     }

@@ -229,7 +229,7 @@ impl ServerSpec {
 
     /// Whether this server takes `f`.
     pub fn serves(&self, f: Format) -> bool {
-        self.formats.as_ref().map_or(true, |fs| fs.contains(&f))
+        self.formats.as_ref().is_none_or(|fs| fs.contains(&f))
     }
 }
 

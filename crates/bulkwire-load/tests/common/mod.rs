@@ -1,7 +1,8 @@
 //! A test server on 127.0.0.1:0 that records what each request carried:
 //! the whole body's hash, and for multipart bodies the parts as parsed back
 //! with `bulkwire_multipart`. It can pause on a schedule (to show
-//! coordinated omission) and answer chosen requests with an error status.
+//! coordinated omission) and answer chosen requests with an error status;
+//! it counts the connections it accepted.
 
 #![allow(dead_code)]
 
@@ -34,6 +35,8 @@ pub struct FileSeen {
 pub struct Seen {
     /// When its head arrived.
     pub at: Instant,
+    /// The request target (`/path?query`).
+    pub path: String,
     pub content_type: String,
     pub content_length: Option<u64>,
     pub headers: Vec<(String, String)>,
@@ -76,6 +79,8 @@ pub struct TestServer {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     pub start: Instant,
+    /// Connections accepted.
+    pub accepted: Arc<AtomicU64>,
 }
 
 impl TestServer {
@@ -87,22 +92,32 @@ impl TestServer {
         self.seen.lock().unwrap().clone()
     }
 
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
     /// Starts the server on its own thread and runtime (the client under
     /// test gets the other runtime to itself).
     pub fn start(behavior: Behavior) -> TestServer {
         let (tx, rx) = std::sync::mpsc::channel();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let seen2 = seen.clone();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let (seen2, accepted2) = (seen.clone(), accepted.clone());
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(serve(behavior, seen2, tx));
+            rt.block_on(serve(behavior, seen2, accepted2, tx));
         });
         let (addr, start) = rx.recv().unwrap();
-        TestServer { addr, seen, start }
+        TestServer {
+            addr,
+            seen,
+            start,
+            accepted,
+        }
     }
 }
 
@@ -116,6 +131,7 @@ struct State {
 async fn serve(
     behavior: Behavior,
     seen: Arc<Mutex<Vec<Seen>>>,
+    accepted: Arc<AtomicU64>,
     ready: std::sync::mpsc::Sender<(SocketAddr, Instant)>,
 ) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -129,6 +145,7 @@ async fn serve(
     ready.send((listener.local_addr().unwrap(), start)).unwrap();
     loop {
         let (tcp, _) = listener.accept().await.unwrap();
+        accepted.fetch_add(1, Ordering::Relaxed);
         let state = state.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| handle(state.clone(), req));
@@ -173,6 +190,7 @@ async fn record(at: Instant, req: Request<Incoming>) -> Seen {
     };
     let content_type = header("content-type").unwrap_or_default();
     let content_length = header("content-length").and_then(|v| v.parse().ok());
+    let path = req.uri().to_string();
     let headers = req
         .headers()
         .iter()
@@ -196,6 +214,7 @@ async fn record(at: Instant, req: Request<Incoming>) -> Seen {
     xml.feed(&[], true);
     Seen {
         at,
+        path,
         content_type,
         content_length,
         headers,

@@ -297,15 +297,23 @@ pub async fn list(state: &Arc<AppState>, query: Option<&str>) -> Result<Response
     ))
 }
 
-/// `DELETE /v1/media/{id}`: the row first, then the blob; a crash between
-/// leaves an orphan blob, removed at the next start.
+/// `DELETE /v1/media/{id}`: the row goes and a lease on the id appears in
+/// one transaction, then the blob goes, then the lease; a crash between
+/// leaves the lease, and the janitor removes the blob.
 pub async fn delete(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
     let m = find(state, id).await?;
-    if !state.meta.delete(&m.id).await? {
+    if !state.meta.delete(&m.id, &state.node).await? {
         return Err(ApiError::new(Kind::NotFound, "no such media"));
     }
-    if let Err(e) = state.blobs.delete(&m.id).await {
-        tracing::warn!(id = %m.id, error = %e, "blob not removed; it will be swept at the next start");
+    match state.blobs.delete(&m.id).await {
+        Ok(()) => {
+            if let Err(e) = state.meta.release(&m.id, &state.node).await {
+                tracing::warn!(id = %m.id, error = %e, "lease not released; the janitor will");
+            }
+        }
+        Err(e) => {
+            tracing::warn!(id = %m.id, error = %e, "blob not removed; the janitor will retry once this node's lease expires");
+        }
     }
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::NO_CONTENT;

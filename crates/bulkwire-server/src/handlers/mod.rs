@@ -152,10 +152,17 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         return reject(state, req, ApiError::new(Kind::NotFound, "no such route"));
     }
     let auth = req.headers().get(http::header::AUTHORIZATION);
-    let allowed = state.auth.check(auth.map(|v| v.as_bytes()));
-    if !allowed {
-        let e = ApiError::new(Kind::Unauthorized, "missing or bad credentials");
-        return reject(state, req, e);
+    match state
+        .auth
+        .check(&*state.meta, auth.map(|v| v.as_bytes()))
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            let e = ApiError::new(Kind::Unauthorized, "missing or bad credentials");
+            return reject(state, req, e);
+        }
+        Err(e) => return reject(state, req, e.into()),
     }
     let rest = rest.to_string();
     let r = media_route(state, req, &rest).await;
@@ -217,7 +224,7 @@ pub(crate) fn finish_upload(
     };
     let outcome = match e.kind {
         Kind::Aborted => Outcome::Aborted,
-        Kind::Storage | Kind::StorageFull => Outcome::Failed,
+        Kind::Storage | Kind::StorageFull | Kind::Unavailable => Outcome::Failed,
         _ => Outcome::Rejected,
     };
     state.metrics.upload_done(format, outcome);

@@ -146,8 +146,15 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     let version = version_of(&ct);
     let mut reader = BodyReader::new(state, body);
     let auth = parts.headers.get(http::header::AUTHORIZATION);
-    if !state.auth.check(auth.map(|v| v.as_bytes())) {
-        let e = ApiError::new(Kind::Unauthorized, "missing or bad credentials");
+    let allowed = state
+        .auth
+        .check(&*state.meta, auth.map(|v| v.as_bytes()))
+        .await;
+    if allowed != Ok(true) {
+        let e = match allowed {
+            Err(e) => ApiError::from(e),
+            _ => ApiError::new(Kind::Unauthorized, "missing or bad credentials"),
+        };
         state.metrics.rejected(e.reason());
         return fault_response(version, &e, !reader.is_done());
     }
@@ -380,7 +387,7 @@ fn finish(
     };
     let outcome = match e.kind {
         Kind::Aborted => Outcome::Aborted,
-        Kind::Storage | Kind::StorageFull => Outcome::Failed,
+        Kind::Storage | Kind::StorageFull | Kind::Unavailable => Outcome::Failed,
         _ => Outcome::Rejected,
     };
     state.metrics.upload_done(FORMAT, outcome);

@@ -100,7 +100,12 @@ impl Failure {
     fn outcome(&self) -> Outcome {
         match self {
             Failure::Api(e) if e.kind == Kind::Aborted => Outcome::Aborted,
-            Failure::Api(e) if matches!(e.kind, Kind::Storage | Kind::StorageFull) => {
+            Failure::Api(e)
+                if matches!(
+                    e.kind,
+                    Kind::Storage | Kind::StorageFull | Kind::Unavailable
+                ) =>
+            {
                 Outcome::Failed
             }
             _ => Outcome::Rejected,
@@ -121,7 +126,7 @@ fn api_fault(e: &ApiError) -> Fault {
         Kind::Unauthorized => Fault::FORBIDDEN,
         Kind::NotFound => 404,
         Kind::Timeout | Kind::Aborted => -32300,
-        Kind::Busy => 503,
+        Kind::Busy | Kind::Unavailable => 503,
         _ => Fault::SERVER_ERROR,
     };
     Fault::new(code, e.message.clone())
@@ -377,7 +382,7 @@ impl Call<'_> {
         if let Err(e) = parser.feed(&input, last) {
             return Err(codec_failure(e, parser.sink_mut().refusal.take()));
         }
-        if self.gate(parser)? {
+        if self.gate(parser).await? {
             self.admit().await?;
         }
         self.store(parser.sink_mut()).await
@@ -386,7 +391,7 @@ impl Call<'_> {
     /// As soon as they are known: the method must exist, and an upload's
     /// credentials must be right (before its bits reach storage). True when
     /// the login has just passed: the upload is to be admitted.
-    fn gate(&mut self, parser: &Parser<Staging>) -> Result<bool, Failure> {
+    async fn gate(&mut self, parser: &Parser<Staging>) -> Result<bool, Failure> {
         if self.method.is_none() {
             if let Some(name) = parser.method_name() {
                 let info = self.ctx.state.xmlrpc.get(name);
@@ -395,7 +400,7 @@ impl Call<'_> {
         }
         let upload = self.method.is_some_and(Info::is_upload);
         if upload && !self.logged_in && parser.params().len() >= 3 {
-            methods::login(self.ctx.state, parser.params())?;
+            methods::login(self.ctx.state, parser.params()).await?;
             self.logged_in = true;
             self.unauthenticated = None;
             return Ok(true);
@@ -441,7 +446,7 @@ impl Call<'_> {
         }
         // Checked in `gate` before the bits; again here so that the commit
         // never depends on that ordering alone.
-        methods::login(self.ctx.state, params)?;
+        methods::login(self.ctx.state, params).await?;
         let data = &params[3];
         let name = data.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() {

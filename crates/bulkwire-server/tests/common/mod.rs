@@ -3,8 +3,9 @@
 #![allow(dead_code)]
 
 use bulkwire_server::store::{
-    BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, MediaRecord, MetaError, MetaStore,
-    NewMedia, SqliteMeta,
+    BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, Lease, MediaRecord, MetaError,
+    MetaStore, NewMedia, Pending, PgMeta, S3BlobStore, S3Config, SqliteMeta, Token, UserInfo,
+    UserSet,
 };
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
@@ -24,6 +25,7 @@ pub fn config(data: &Path, limits: Limits) -> Config {
         tokens: vec![TOKEN.into()],
         users: vec![User::parse("alice:wonder:land").unwrap()],
         limits,
+        ..Config::default()
     }
 }
 
@@ -33,18 +35,207 @@ pub struct Harness {
     pub http: reqwest::Client,
 }
 
+/// A server on the stores the test run is about (see [`Backend`]).
 pub async fn start(limits: Limits) -> Harness {
     let dir = tempfile::tempdir().unwrap();
-    let srv = Server::bind(config(dir.path(), limits))
-        .await
-        .unwrap()
-        .spawn()
-        .unwrap();
-    Harness {
-        srv,
-        dir,
-        http: client(),
+    let (blobs, meta) = (blob_store(dir.path()), meta_store(dir.path()).await);
+    start_with(dir, limits, blobs, meta).await
+}
+
+/// The stores the suite runs against. `BULKWIRE_TEST_STORES=shared` is
+/// PostgreSQL + SeaweedFS (S3), real servers started by `bulkwire-testenv`
+/// once per test process; anything else is the embedded default. The same
+/// tests run over both: each suite's `rerun_on_shared_stores` runs its own
+/// binary again with the variable set (see [`rerun_on_shared_stores`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Embedded,
+    Shared,
+}
+
+pub fn backend() -> Backend {
+    match std::env::var("BULKWIRE_TEST_STORES").as_deref() {
+        Ok("shared") => Backend::Shared,
+        _ => Backend::Embedded,
     }
+}
+
+/// One bucket for the whole shared run; each test has its own prefix.
+pub const BUCKET: &str = "bulkwire-suite";
+
+/// The S3 part size in shared runs: S3's minimum, so that files of a few
+/// MiB already go through multipart uploads.
+pub const PART_SIZE: usize = 5 << 20;
+
+/// A name for `dir` that is a valid PostgreSQL database name and S3 key
+/// prefix: its temp-dir suffix, lower-cased, and a counter (two temp dirs
+/// may differ only in case).
+fn name_of(dir: &Path) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    static NAMES: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let mut names = NAMES.lock().unwrap();
+    if let Some((_, n)) = names.iter().find(|(d, _)| d == dir) {
+        return n.clone();
+    }
+    let base: String = dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let n = format!("t{}_{base}", N.fetch_add(1, SeqCst));
+    names.push((dir.to_path_buf(), n.clone()));
+    n
+}
+
+fn seaweed() -> &'static bulkwire_testenv::Seaweed {
+    static BUCKET_MADE: std::sync::Once = std::sync::Once::new();
+    let sw = bulkwire_testenv::must(bulkwire_testenv::shared_seaweed());
+    BUCKET_MADE.call_once(|| bulkwire_testenv::must(sw.create_bucket(BUCKET)));
+    sw
+}
+
+/// The blob store the suite runs against: files under `dir`, or a prefix
+/// of its own in the shared SeaweedFS bucket.
+pub fn blob_store(dir: &Path) -> Arc<dyn BlobStore> {
+    match backend() {
+        Backend::Embedded => Arc::new(FsBlobStore::open(dir).unwrap()),
+        Backend::Shared => {
+            let sw = seaweed();
+            let mut c = S3Config::from_url(&format!("s3://{BUCKET}/{}", name_of(dir))).unwrap();
+            c.endpoint = Some(sw.endpoint());
+            c.region = sw.region().into();
+            c.access_key_id = Some(sw.access_key().into());
+            c.secret_access_key = Some(sw.secret_key().into());
+            c.allow_http = true;
+            c.part_size = PART_SIZE;
+            Arc::new(S3BlobStore::new(c).unwrap())
+        }
+    }
+}
+
+/// The metadata store the suite runs against: SQLite under `dir`, or a
+/// database of its own on the shared PostgreSQL.
+pub async fn meta_store(dir: &Path) -> Arc<dyn MetaStore> {
+    match backend() {
+        Backend::Embedded => {
+            Arc::new(SqliteMeta::open(&dir.join(bulkwire_server::META_FILE)).unwrap())
+        }
+        Backend::Shared => {
+            let pg = bulkwire_testenv::must(bulkwire_testenv::shared_postgres());
+            let name = name_of(dir);
+            let url = tokio::task::spawn_blocking(move || pg.create_database(&name))
+                .await
+                .unwrap();
+            let url = bulkwire_testenv::must(url);
+            Arc::new(
+                PgMeta::connect(&url, 8, Duration::from_secs(5))
+                    .await
+                    .unwrap(),
+            )
+        }
+    }
+}
+
+/// Memory one upload reserves with the suite's blob store, for tests that
+/// size `memory_budget` around it.
+pub fn upload_reserve(l: &Limits) -> u64 {
+    match backend() {
+        Backend::Embedded => l.upload_reserve(),
+        Backend::Shared => l.upload_reserve_for(2 * PART_SIZE as u64),
+    }
+}
+
+/// What is stored under a test's data dir (or its prefix): committed blobs
+/// and unfinished temporary objects (temp files, S3 multipart uploads).
+#[derive(Debug, Clone)]
+pub struct Probe {
+    dir: PathBuf,
+}
+
+impl Probe {
+    pub fn blob_count(&self) -> usize {
+        match backend() {
+            Backend::Embedded => count_files(&self.dir.join("blobs")),
+            Backend::Shared => self.s3_count("list-type=2&prefix=", "<Key>"),
+        }
+    }
+
+    pub fn temp_count(&self) -> usize {
+        match backend() {
+            Backend::Embedded => count_files(&self.dir.join("tmp")),
+            Backend::Shared => self.s3_count("uploads&prefix=", "<UploadId>"),
+        }
+    }
+
+    pub fn blob_exists(&self, id: &str) -> bool {
+        match backend() {
+            Backend::Embedded => self.dir.join("blobs").join(id).exists(),
+            Backend::Shared => {
+                let key = format!("/{BUCKET}/{}/{id}", name_of(&self.dir));
+                let (status, _) = bulkwire_testenv::must(seaweed().s3_curl("HEAD", &key, &[]));
+                status == 200
+            }
+        }
+    }
+
+    /// Counts `tag` in a bucket listing of this test's prefix.
+    fn s3_count(&self, query: &str, tag: &str) -> usize {
+        let q = format!("/{BUCKET}?{query}{}/", name_of(&self.dir));
+        let (status, body) = bulkwire_testenv::must(seaweed().s3_curl("GET", &q, &[]));
+        assert_eq!(status, 200, "{q}: {body}");
+        body.matches(tag).count()
+    }
+}
+
+/// Runs this test binary again against PostgreSQL + SeaweedFS, skipping
+/// this test and `skip` (tests about the embedded store's files, named
+/// here so that the exclusions are visible), and fails with the run's
+/// output unless every test passed. Called by one test per suite; under
+/// the shared backend itself it is never run (`--skip`).
+pub fn rerun_on_shared_stores(skip: &[&str]) {
+    assert_eq!(
+        backend(),
+        Backend::Embedded,
+        "run with --skip rerun_on_shared_stores"
+    );
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.env("BULKWIRE_TEST_STORES", "shared")
+        .args(["--skip", "rerun_on_shared_stores"]);
+    for s in skip {
+        cmd.args(["--skip", s]);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tail: String = text
+        .chars()
+        .rev()
+        .take(20_000)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    assert!(
+        out.status.success(),
+        "the suite on PostgreSQL + SeaweedFS failed:\n{tail}"
+    );
+    let passed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("test result: ok. "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse::<usize>().ok());
+    assert!(
+        passed.is_some_and(|n| n > 0),
+        "no test ran on PostgreSQL + SeaweedFS:\n{tail}"
+    );
+    println!("on PostgreSQL + SeaweedFS: {} passed", passed.unwrap_or(0));
 }
 
 /// A server on the given stores (usually test doubles wrapping the
@@ -67,32 +258,44 @@ pub async fn start_with(
     }
 }
 
-/// The embedded metadata store with `insert` and/or `ready` failing with
-/// the given errors; everything else is the store's own.
+/// A metadata store with `insert` and/or `ready` failing with the given
+/// errors; everything else is the wrapped store's own.
 pub struct FailingMeta {
-    pub inner: SqliteMeta,
+    pub inner: Arc<dyn MetaStore>,
     pub insert: Option<MetaError>,
     pub ready: Option<MetaError>,
 }
 
 impl FailingMeta {
-    pub fn open(dir: &Path) -> FailingMeta {
+    pub fn on(inner: Arc<dyn MetaStore>) -> FailingMeta {
         FailingMeta {
-            inner: SqliteMeta::open(&dir.join(bulkwire_server::META_FILE)).unwrap(),
+            inner,
             insert: None,
             ready: None,
         }
     }
 }
 
+fn fail<'a, T: Send + 'a>(e: &MetaError) -> BoxFut<'a, Result<T, MetaError>> {
+    let e = e.clone();
+    Box::pin(async move { Err(e) })
+}
+
 impl MetaStore for FailingMeta {
-    fn insert(&self, rows: Vec<NewMedia>) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+    fn insert<'a>(
+        &'a self,
+        rows: Vec<NewMedia>,
+        node: &'a str,
+    ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
         match &self.insert {
-            Some(e) => {
-                let e = e.clone();
-                Box::pin(async move { Err(e) })
-            }
-            None => self.inner.insert(rows),
+            Some(e) => fail(e),
+            None => self.inner.insert(rows, node),
+        }
+    }
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        match &self.ready {
+            Some(e) => fail(e),
+            None => self.inner.ready(),
         }
     }
     fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
@@ -101,20 +304,74 @@ impl MetaStore for FailingMeta {
     fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
         self.inner.list(after, limit)
     }
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.delete(id)
+    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.delete(id, node)
     }
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.inner.all_ids()
     }
-    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
-        match &self.ready {
-            Some(e) => {
-                let e = e.clone();
-                Box::pin(async move { Err(e) })
-            }
-            None => self.inner.ready(),
-        }
+    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
+        self.inner.describe()
+    }
+    fn exclusive(&self) -> bool {
+        self.inner.exclusive()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
+        self.inner.token_add(digest, label)
+    }
+    fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
+        self.inner.token_known(digest)
+    }
+    fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
+        self.inner.tokens()
+    }
+    fn token_revoke<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.token_revoke(id)
+    }
+    fn user_set<'a>(
+        &'a self,
+        name: &'a str,
+        hash: &'a str,
+        mode: UserSet,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.user_set(name, hash, mode)
+    }
+    fn user_hash<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<String>, MetaError>> {
+        self.inner.user_hash(name)
+    }
+    fn user_remove<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.user_remove(name)
+    }
+    fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>> {
+        self.inner.users()
+    }
+    fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.lease(id, node)
+    }
+    fn lease_note<'a>(
+        &'a self,
+        id: &'a str,
+        node: &'a str,
+        handle: &'a str,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.lease_note(id, node, handle)
+    }
+    fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.release(id, node)
+    }
+    fn heartbeat<'a>(&'a self, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.heartbeat(node)
+    }
+    fn claim_expired<'a>(
+        &'a self,
+        node: &'a str,
+        expiry: Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
+        self.inner.claim_expired(node, expiry, limit)
     }
 }
 
@@ -176,14 +433,19 @@ impl Harness {
         r.bytes().await.unwrap().to_vec()
     }
 
-    /// Asserts nothing is listed and no file is left in tmp/ or blobs/.
+    /// Asserts nothing is listed and no temporary object or blob is left.
     pub async fn assert_empty(&self) {
         assert_eq!(self.list_all().await, Vec::<serde_json::Value>::new());
-        wait_until("tmp/ and blobs/ empty", || {
-            count_files(&self.data().join("tmp")) == 0
-                && count_files(&self.data().join("blobs")) == 0
+        let p = self.probe();
+        wait_until("no temp object and no blob left", || {
+            p.temp_count() == 0 && p.blob_count() == 0
         })
         .await;
+    }
+
+    /// What the stores hold for this test.
+    pub fn probe(&self) -> Probe {
+        Probe { dir: self.data() }
     }
 
     pub fn metric(&self, name: &str) -> String {
@@ -259,25 +521,30 @@ pub async fn raw_response(s: &mut TcpStream) -> (u16, String) {
     (status, text)
 }
 
-/// How a test changes the embedded blob store: what `begin` does.
+/// How a test changes a blob store: what `begin` does.
 pub trait BeginHook: Send + Sync + 'static {
     fn begin<'a>(
         &'a self,
-        inner: &'a FsBlobStore,
+        inner: &'a dyn BlobStore,
         id: &'a str,
+        lease: Arc<Lease>,
     ) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>>;
 }
 
-/// The embedded blob store with `begin` going through a test's hook;
-/// everything else is the store's own.
+/// A blob store with `begin` going through a test's hook; everything else
+/// is the wrapped store's own.
 pub struct Hooked<H> {
-    pub inner: FsBlobStore,
+    pub inner: Arc<dyn BlobStore>,
     pub hook: H,
 }
 
 impl<H: BeginHook> BlobStore for Hooked<H> {
-    fn begin<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>> {
-        self.hook.begin(&self.inner, id)
+    fn begin<'a>(
+        &'a self,
+        id: &'a str,
+        lease: Arc<Lease>,
+    ) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>> {
+        self.hook.begin(&*self.inner, id, lease)
     }
     fn open<'a>(
         &'a self,
@@ -290,8 +557,21 @@ impl<H: BeginHook> BlobStore for Hooked<H> {
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<()>> {
         self.inner.delete(id)
     }
-    fn discard(&self, id: &str) {
-        self.inner.discard(id)
+    fn abort<'a>(
+        &'a self,
+        id: &'a str,
+        handle: Option<&'a str>,
+    ) -> BoxFut<'a, std::io::Result<()>> {
+        self.inner.abort(id, handle)
+    }
+    fn upload_memory(&self) -> u64 {
+        self.inner.upload_memory()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn describe(&self) -> BoxFut<'_, std::io::Result<String>> {
+        self.inner.describe()
     }
     fn sweep<'a>(
         &'a self,

@@ -73,10 +73,10 @@ fn sprinkle(text: &[u8], seed: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len() * 2);
     for &b in text {
         x = xorshift(x);
-        if x % 5 == 0 {
+        if x.is_multiple_of(5) {
             out.push(b" \t\r\n"[(x >> 8) as usize % 4]);
         }
-        if x % 17 == 0 {
+        if x.is_multiple_of(17) {
             out.extend_from_slice(b"\r\n ");
         }
         out.push(b);

@@ -315,7 +315,7 @@ fn stream_virtual(
     let mut text = 0u64;
     let segments: Vec<&[u8]> = parts
         .iter()
-        .flat_map(|&(s, n)| std::iter::repeat(s).take(n))
+        .flat_map(|&(s, n)| std::iter::repeat_n(s, n))
         .collect();
     for (k, seg) in segments.iter().enumerate() {
         let mut off = 0;

@@ -175,19 +175,21 @@ pub fn invalid_params(detail: &str) -> Fault {
 
 /// Checks params 1 and 2 (username, password) against the configured
 /// users.
-pub fn login(state: &AppState, params: &[In]) -> Result<(), Fault> {
+pub async fn login(state: &AppState, params: &[In]) -> Result<(), Failure> {
     let (Some(user), Some(pass)) = (params.get(1), params.get(2)) else {
-        return Err(invalid_params(
-            "blog_id, username and password are required",
-        ));
+        return Err(invalid_params("blog_id, username and password are required").into());
     };
     let (Some(user), Some(pass)) = (text(user), text(pass)) else {
-        return Err(invalid_params("username and password must be strings"));
+        return Err(invalid_params("username and password must be strings").into());
     };
-    if state.auth.check_user(&user, pass.as_bytes()) {
-        Ok(())
-    } else {
-        Err(Fault::new(Fault::FORBIDDEN, BAD_LOGIN))
+    match state
+        .auth
+        .check_user(&*state.meta, &user, pass.as_bytes())
+        .await
+    {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Fault::new(Fault::FORBIDDEN, BAD_LOGIN).into()),
+        Err(e) => Err(crate::ApiError::from(e).into()),
     }
 }
 
@@ -304,7 +306,7 @@ fn not_found() -> Fault {
 
 /// `wp.getMediaItem(blog_id, username, password, attachment_id)`.
 async fn media_item(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
-    login(ctx.state, params)?;
+    login(ctx.state, params).await?;
     let id = params
         .get(3)
         .and_then(text)
@@ -366,7 +368,7 @@ impl Filter {
 /// `wp.getMediaLibrary(blog_id, username, password, filter)`: at most
 /// [`crate::Limits::list_limit`] items, in upload order.
 async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
-    login(ctx.state, params)?;
+    login(ctx.state, params).await?;
     let max = ctx.state.config.limits.list_limit;
     let f = Filter::from(params.get(3), max);
     let mut out = Vec::new();

@@ -1,0 +1,223 @@
+//! `bulkwire token …` and `bulkwire user …`: credentials in the metadata
+//! store, so that every node sharing it accepts the same ones (see
+//! `bulkwire_server::auth` for how they are kept).
+//!
+//! A token is printed once, alone on stdout, when it is created: a script
+//! can capture it (`TOKEN=$(bulkwire token create)`). A password is read
+//! from a prompt without echo, or from the first line of stdin when stdin
+//! is not a terminal, never from the command line (where `ps` and shell
+//! history would show it).
+
+use crate::serve::base_config;
+use bulkwire_server::auth::{new_token, set_user, token_digest};
+use bulkwire_server::handlers::xmlrpc::methods::iso8601;
+use bulkwire_server::store::{token_id, MetaStore, UserSet};
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Which metadata store: the same `--config`, `--data` and `--meta` as
+/// `bulkwire serve`.
+#[derive(clap::Args, Clone)]
+pub struct Where {
+    /// TOML file (its `data` and `meta` keys are used).
+    #[arg(long, env = "BULKWIRE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Data directory of the embedded store [default: ./bulkwire-data].
+    #[arg(long, env = "BULKWIRE_DATA")]
+    data: Option<PathBuf>,
+    /// Metadata store: postgres://USER[:PASSWORD]@HOST:PORT/DB or
+    /// sqlite:PATH [default: SQLite in the data directory].
+    #[arg(long, env = "BULKWIRE_META")]
+    meta: Option<String>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum TokenCmd {
+    /// Create a token and print it, alone, on stdout (the only time it is
+    /// shown; the store keeps its SHA-256).
+    Create {
+        /// A note shown by `list` (who or what the token is for).
+        #[arg(long, default_value = "")]
+        label: String,
+        #[command(flatten)]
+        at: Where,
+    },
+    /// List tokens: id, creation time, label (never the token).
+    List {
+        #[command(flatten)]
+        at: Where,
+    },
+    /// Revoke a token, named by its id (from `list`) or by the token
+    /// itself; nodes stop accepting it within `auth_cache_ms`.
+    Revoke {
+        id: String,
+        #[command(flatten)]
+        at: Where,
+    },
+}
+
+#[derive(clap::Subcommand)]
+pub enum UserCmd {
+    /// Add a user (HTTP Basic, XML-RPC and SOAP logins); the password is
+    /// read from a prompt or stdin.
+    Add {
+        name: String,
+        #[command(flatten)]
+        at: Where,
+    },
+    /// Change a user's password (read from a prompt or stdin).
+    Passwd {
+        name: String,
+        #[command(flatten)]
+        at: Where,
+    },
+    /// Remove a user.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        at: Where,
+    },
+    /// List users: name and creation time.
+    List {
+        #[command(flatten)]
+        at: Where,
+    },
+}
+
+pub fn token(cmd: TokenCmd) -> ExitCode {
+    let (at, what) = match &cmd {
+        TokenCmd::Create { at, .. } => (at, "token create"),
+        TokenCmd::List { at } => (at, "token list"),
+        TokenCmd::Revoke { at, .. } => (at, "token revoke"),
+    };
+    let at = at.clone();
+    run(what, &at, |meta| async move {
+        match cmd {
+            TokenCmd::Create { label, .. } => {
+                let t = new_token();
+                meta.token_add(token_digest(&t), label)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                println!("{t}");
+            }
+            TokenCmd::List { .. } => {
+                for t in meta.tokens().await.map_err(|e| e.to_string())? {
+                    println!("{}  {}  {}", t.id, iso8601(t.created), t.label);
+                }
+            }
+            TokenCmd::Revoke { id, .. } => {
+                // A whole token is 64 hex digits; its id is 16.
+                let id = if id.len() == 64 {
+                    token_id(&token_digest(&id))
+                } else {
+                    id
+                };
+                if !meta.token_revoke(&id).await.map_err(|e| e.to_string())? {
+                    return Err(format!("no token with id {id}"));
+                }
+                eprintln!("revoked token {id}");
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn user(cmd: UserCmd) -> ExitCode {
+    let (at, what) = match &cmd {
+        UserCmd::Add { at, .. } => (at, "user add"),
+        UserCmd::Passwd { at, .. } => (at, "user passwd"),
+        UserCmd::Remove { at, .. } => (at, "user remove"),
+        UserCmd::List { at } => (at, "user list"),
+    };
+    let at = at.clone();
+    run(what, &at, |meta| async move {
+        match cmd {
+            UserCmd::Add { name, .. } => {
+                let pw = password(&name)?;
+                if !set_user(&*meta, &name, pw.as_bytes(), UserSet::Create).await? {
+                    return Err(format!(
+                        "user {name:?} exists (`bulkwire user passwd` changes the password)"
+                    ));
+                }
+                eprintln!("added user {name:?}");
+            }
+            UserCmd::Passwd { name, .. } => {
+                let pw = password(&name)?;
+                if !set_user(&*meta, &name, pw.as_bytes(), UserSet::Update).await? {
+                    return Err(format!("no user {name:?}"));
+                }
+                eprintln!("changed the password of {name:?}");
+            }
+            UserCmd::Remove { name, .. } => {
+                if !meta.user_remove(&name).await.map_err(|e| e.to_string())? {
+                    return Err(format!("no user {name:?}"));
+                }
+                eprintln!("removed user {name:?}");
+            }
+            UserCmd::List { .. } => {
+                for u in meta.users().await.map_err(|e| e.to_string())? {
+                    println!("{}  {}", u.name, iso8601(u.created));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Opens the metadata store `at` names and runs `f` on it.
+fn run<F, Fut>(what: &str, at: &Where, f: F) -> ExitCode
+where
+    F: FnOnce(Arc<dyn MetaStore>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let go = async {
+        let mut c = base_config(at.config.as_ref(), at.data.clone())?;
+        if at.meta.is_some() {
+            c.meta.clone_from(&at.meta);
+        }
+        let meta = bulkwire_server::stores::open_meta(&c).await?;
+        f(meta).await
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let r = match rt {
+        Ok(rt) => rt.block_on(go),
+        Err(e) => Err(format!("tokio runtime: {e}")),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bulkwire {what}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The new password: typed twice at a prompt without echo, or the first
+/// line of stdin when it is not a terminal.
+fn password(name: &str) -> Result<String, String> {
+    let pw = if std::io::stdin().is_terminal() {
+        let a = rpassword::prompt_password(format!("password for {name}: "))
+            .map_err(|e| format!("reading the password: {e}"))?;
+        let b = rpassword::prompt_password("again: ")
+            .map_err(|e| format!("reading the password: {e}"))?;
+        if a != b {
+            return Err("the two passwords differ".into());
+        }
+        a
+    } else {
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| format!("reading the password from stdin: {e}"))?;
+        line.trim_end_matches(['\n', '\r']).to_string()
+    };
+    if pw.is_empty() {
+        return Err("the password is empty".into());
+    }
+    Ok(pw)
+}

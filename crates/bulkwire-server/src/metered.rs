@@ -1,0 +1,387 @@
+//! Store latency and errors on `/metrics`, per backend and operation
+//! (`bulkwire_store_seconds`, `bulkwire_store_errors_total`): the numbers an
+//! operator of a scaled-out deployment reads first when uploads slow down
+//! or fail — is it PostgreSQL, S3, or the server?
+//!
+//! The stores are wrapped once at start-up ([`meter`]), so every handler
+//! is measured without knowing it. Each call is one `Instant` pair and two
+//! relaxed atomic adds; an S3 part or a PostgreSQL round trip costs orders
+//! of magnitude more.
+
+use crate::store::{
+    BlobStore, BlobStream, BlobWriter, BoxFut, Lease, MediaRecord, MetaError, MetaStore, NewMedia,
+    Pending, Token, UserInfo, UserSet,
+};
+use bytes::Bytes;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Histogram bounds, seconds: from a cached SQLite read to a slow S3 part.
+const BUCKETS: [f64; 13] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+];
+
+/// Metadata operations, as labelled.
+const META_OPS: [&str; 9] = [
+    "insert", "get", "list", "delete", "auth", "lease", "janitor", "ready", "admin",
+];
+
+/// Blob operations, as labelled.
+const BLOB_OPS: [&str; 7] = [
+    "begin", "write", "commit", "open", "delete", "abort", "ready",
+];
+
+#[derive(Debug, Default)]
+struct Histo {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_us: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Histo {
+    fn observe(&self, d: Duration, ok: bool) {
+        let s = d.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|b| s <= *b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_us.fetch_add(d.as_micros() as u64, Relaxed);
+        if !ok {
+            self.errors.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// Per-operation histograms of both stores.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    meta_backend: OnceLock<&'static str>,
+    blob_backend: OnceLock<&'static str>,
+    meta: [Histo; META_OPS.len()],
+    blobs: [Histo; BLOB_OPS.len()],
+}
+
+impl StoreStats {
+    /// Appends the exposition lines.
+    pub fn render(&self, o: &mut String) {
+        let _ = writeln!(
+            o,
+            "# HELP bulkwire_store_seconds Store operation latency by store, backend and operation.\n\
+             # TYPE bulkwire_store_seconds histogram"
+        );
+        let meta = self.meta_backend.get().copied().unwrap_or("none");
+        let blobs = self.blob_backend.get().copied().unwrap_or("none");
+        let all = || {
+            let m = META_OPS
+                .iter()
+                .zip(&self.meta)
+                .map(move |(op, h)| ("meta", meta, *op, h));
+            let b = BLOB_OPS
+                .iter()
+                .zip(&self.blobs)
+                .map(move |(op, h)| ("blobs", blobs, *op, h));
+            m.chain(b)
+        };
+        for (store, backend, op, h) in all() {
+            let l = format!("store=\"{store}\",backend=\"{backend}\",op=\"{op}\"");
+            let mut acc = 0;
+            for (b, v) in BUCKETS.iter().zip(&h.buckets) {
+                acc += v.load(Relaxed);
+                let _ = writeln!(o, "bulkwire_store_seconds_bucket{{{l},le=\"{b}\"}} {acc}");
+            }
+            let n = h.count.load(Relaxed);
+            let sum = h.sum_us.load(Relaxed) as f64 / 1e6;
+            let _ = writeln!(o, "bulkwire_store_seconds_bucket{{{l},le=\"+Inf\"}} {n}");
+            let _ = writeln!(o, "bulkwire_store_seconds_sum{{{l}}} {sum}");
+            let _ = writeln!(o, "bulkwire_store_seconds_count{{{l}}} {n}");
+        }
+        let _ = writeln!(
+            o,
+            "# HELP bulkwire_store_errors_total Store operations that failed, by store, backend and operation.\n\
+             # TYPE bulkwire_store_errors_total counter"
+        );
+        for (store, backend, op, h) in all() {
+            let e = h.errors.load(Relaxed);
+            let _ = writeln!(
+                o,
+                "bulkwire_store_errors_total{{store=\"{store}\",backend=\"{backend}\",op=\"{op}\"}} {e}"
+            );
+        }
+    }
+
+    fn meta_op(&self, op: &str) -> &Histo {
+        let i = META_OPS.iter().position(|o| *o == op).unwrap_or(0);
+        &self.meta[i]
+    }
+
+    fn blob_op(&self, op: &str) -> &Histo {
+        let i = BLOB_OPS.iter().position(|o| *o == op).unwrap_or(0);
+        &self.blobs[i]
+    }
+}
+
+/// Wraps both stores so that every call is measured in `stats`.
+pub fn meter(
+    blobs: Arc<dyn BlobStore>,
+    meta: Arc<dyn MetaStore>,
+    stats: &Arc<StoreStats>,
+) -> (Arc<dyn BlobStore>, Arc<dyn MetaStore>) {
+    let _ = stats.blob_backend.set(blobs.backend());
+    let _ = stats.meta_backend.set(meta.backend());
+    let b = MeteredBlobs {
+        inner: blobs,
+        stats: stats.clone(),
+    };
+    let m = MeteredMeta {
+        inner: meta,
+        stats: stats.clone(),
+    };
+    (Arc::new(b), Arc::new(m))
+}
+
+/// Times `f` into `h`; an `Err` counts as an error.
+fn timed<'a, T, E>(
+    h: &'a Histo,
+    f: impl Future<Output = Result<T, E>> + Send + 'a,
+) -> BoxFut<'a, Result<T, E>> {
+    Box::pin(async move {
+        let t = Instant::now();
+        let r = f.await;
+        h.observe(t.elapsed(), r.is_ok());
+        r
+    })
+}
+
+struct MeteredMeta {
+    inner: Arc<dyn MetaStore>,
+    stats: Arc<StoreStats>,
+}
+
+impl MeteredMeta {
+    fn h(&self, op: &str) -> &Histo {
+        self.stats.meta_op(op)
+    }
+}
+
+impl MetaStore for MeteredMeta {
+    fn insert<'a>(
+        &'a self,
+        rows: Vec<NewMedia>,
+        node: &'a str,
+    ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
+        timed(self.h("insert"), self.inner.insert(rows, node))
+    }
+    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        timed(self.h("get"), self.inner.get(id))
+    }
+    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+        timed(self.h("list"), self.inner.list(after, limit))
+    }
+    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h("delete"), self.inner.delete(id, node))
+    }
+    fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
+        timed(self.h("admin"), self.inner.all_ids())
+    }
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        timed(self.h("ready"), self.inner.ready())
+    }
+    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
+        timed(self.h("admin"), self.inner.describe())
+    }
+    fn exclusive(&self) -> bool {
+        self.inner.exclusive()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
+        timed(self.h("admin"), self.inner.token_add(digest, label))
+    }
+    fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
+        timed(self.h("auth"), self.inner.token_known(digest))
+    }
+    fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
+        timed(self.h("admin"), self.inner.tokens())
+    }
+    fn token_revoke<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h("admin"), self.inner.token_revoke(id))
+    }
+    fn user_set<'a>(
+        &'a self,
+        name: &'a str,
+        hash: &'a str,
+        mode: UserSet,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h("admin"), self.inner.user_set(name, hash, mode))
+    }
+    fn user_hash<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<String>, MetaError>> {
+        timed(self.h("auth"), self.inner.user_hash(name))
+    }
+    fn user_remove<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h("admin"), self.inner.user_remove(name))
+    }
+    fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>> {
+        timed(self.h("admin"), self.inner.users())
+    }
+    fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(self.h("lease"), self.inner.lease(id, node))
+    }
+    fn lease_note<'a>(
+        &'a self,
+        id: &'a str,
+        node: &'a str,
+        handle: &'a str,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(self.h("lease"), self.inner.lease_note(id, node, handle))
+    }
+    fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(self.h("lease"), self.inner.release(id, node))
+    }
+    fn heartbeat<'a>(&'a self, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(self.h("janitor"), self.inner.heartbeat(node))
+    }
+    fn claim_expired<'a>(
+        &'a self,
+        node: &'a str,
+        expiry: Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
+        timed(
+            self.h("janitor"),
+            self.inner.claim_expired(node, expiry, limit),
+        )
+    }
+}
+
+struct MeteredBlobs {
+    inner: Arc<dyn BlobStore>,
+    stats: Arc<StoreStats>,
+}
+
+impl BlobStore for MeteredBlobs {
+    fn begin<'a>(
+        &'a self,
+        id: &'a str,
+        lease: Arc<Lease>,
+    ) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>> {
+        Box::pin(async move {
+            let w = timed(self.stats.blob_op("begin"), self.inner.begin(id, lease)).await?;
+            let w = MeteredWriter {
+                inner: w,
+                stats: self.stats.clone(),
+            };
+            Ok(Box::new(w) as Box<dyn BlobWriter>)
+        })
+    }
+    fn open<'a>(
+        &'a self,
+        id: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, std::io::Result<BlobStream>> {
+        timed(self.stats.blob_op("open"), self.inner.open(id, offset, len))
+    }
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<()>> {
+        timed(self.stats.blob_op("delete"), self.inner.delete(id))
+    }
+    fn abort<'a>(
+        &'a self,
+        id: &'a str,
+        handle: Option<&'a str>,
+    ) -> BoxFut<'a, std::io::Result<()>> {
+        timed(self.stats.blob_op("abort"), self.inner.abort(id, handle))
+    }
+    fn upload_memory(&self) -> u64 {
+        self.inner.upload_memory()
+    }
+    fn ready(&self) -> BoxFut<'_, std::io::Result<()>> {
+        timed(self.stats.blob_op("ready"), self.inner.ready())
+    }
+    fn describe(&self) -> BoxFut<'_, std::io::Result<String>> {
+        self.inner.describe()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn sweep<'a>(
+        &'a self,
+        keep: &'a (dyn Fn(&str) -> bool + Send + Sync),
+    ) -> BoxFut<'a, std::io::Result<(usize, usize)>> {
+        self.inner.sweep(keep)
+    }
+}
+
+struct MeteredWriter {
+    inner: Box<dyn BlobWriter>,
+    stats: Arc<StoreStats>,
+}
+
+impl BlobWriter for MeteredWriter {
+    fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, std::io::Result<()>> {
+        timed(self.stats.blob_op("write"), self.inner.write(chunks))
+    }
+    fn commit(self: Box<Self>) -> BoxFut<'static, std::io::Result<()>> {
+        let stats = self.stats;
+        let f = self.inner.commit();
+        Box::pin(async move {
+            let t = Instant::now();
+            let r = f.await;
+            stats.blob_op("commit").observe(t.elapsed(), r.is_ok());
+            r
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{FsBlobStore, SqliteMeta};
+
+    #[tokio::test]
+    async fn calls_are_timed_and_errors_counted_per_backend_and_op() {
+        let d = tempfile::tempdir().unwrap();
+        let stats = Arc::new(StoreStats::default());
+        let (b, m) = meter(
+            Arc::new(FsBlobStore::open(d.path()).unwrap()),
+            Arc::new(SqliteMeta::open(&d.path().join("m.sqlite")).unwrap()),
+            &stats,
+        );
+        m.get("x").await.unwrap();
+        m.get("y").await.unwrap();
+        // Not leased: the insert fails.
+        assert!(m.insert(vec![], "n").await.is_ok());
+        let row = NewMedia {
+            id: "z".into(),
+            field: None,
+            filename: None,
+            content_type: "t/t".into(),
+            size: 0,
+            sha256: String::new(),
+        };
+        assert!(m.insert(vec![row], "n").await.is_err());
+        let mut w = b.begin("a", Lease::detached("a")).await.unwrap();
+        w.write(vec![Bytes::from_static(b"abc")]).await.unwrap();
+        w.commit().await.unwrap();
+        let mut o = String::new();
+        stats.render(&mut o);
+        let line = |p: &str| {
+            o.lines()
+                .find(|l| l.starts_with(p))
+                .unwrap_or("")
+                .to_string()
+        };
+        let get = "bulkwire_store_seconds_count{store=\"meta\",backend=\"sqlite\",op=\"get\"}";
+        assert_eq!(line(get), format!("{get} 2"));
+        let err = "bulkwire_store_errors_total{store=\"meta\",backend=\"sqlite\",op=\"insert\"}";
+        assert_eq!(line(err), format!("{err} 1"));
+        let commit =
+            "bulkwire_store_seconds_count{store=\"blobs\",backend=\"files\",op=\"commit\"}";
+        assert_eq!(line(commit), format!("{commit} 1"));
+    }
+}

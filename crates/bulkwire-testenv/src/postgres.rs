@@ -1,0 +1,408 @@
+//! A throwaway PostgreSQL server: its own data directory, loopback port and process.
+//!
+//! Why `postgres` is run directly and not through `pg_ctl`: pg_ctl daemonizes, so the server
+//! would not be our child, could not be tied to the test process by the parent-death signal,
+//! and could not be waited for.
+//!
+//! Why the `postgres` user: initdb and postgres refuse to run as root, and tests here run as
+//! root. The scratch directory is handed to `postgres` and both programs run with its uid/gid.
+
+use std::env;
+use std::fs::{self, OpenOptions};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Once, OnceLock};
+use std::time::Duration;
+
+use rustix::process::Signal;
+
+use crate::proc::{
+    file_len, free_ports, kill_child, log_tail, read_from, run, stop_child, wait_ready, NotReady,
+};
+use crate::scratch::{self, Scratch};
+use crate::spawn::spawn;
+
+/// The database every server starts with; tests wanting isolation make their own.
+const DATABASE: &str = "bulkwire";
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a fast shutdown (SIGINT) may take before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+/// Another process may grab the port between our probe and the server's bind.
+const PORT_TRIES: usize = 3;
+
+/// A running (or stopped) PostgreSQL server owned by this test process.
+pub struct Postgres {
+    bin: PathBuf,
+    /// uid/gid to run as when we are root.
+    run_as: Option<(u32, u32)>,
+    port: u16,
+    child: Option<Child>,
+    scratch: Scratch,
+}
+
+/// One server per test process, started by the first caller. It is never dropped: the
+/// parent-death signal stops it, and the next test run sweeps its directory.
+pub fn shared_postgres() -> Result<&'static Postgres, String> {
+    static SHARED: OnceLock<Result<Postgres, String>> = OnceLock::new();
+    SHARED
+        .get_or_init(Postgres::start)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A start that failed, and whether another process took our port (worth a retry).
+struct StartError {
+    port_taken: bool,
+    message: String,
+}
+
+impl Postgres {
+    /// Initialises a fresh cluster, starts it on a free loopback port and creates `bulkwire`.
+    pub fn start() -> Result<Postgres, String> {
+        let bin = pg_bindir()?;
+        let run_as = run_as()?;
+        let server_uid = run_as.map_or_else(|| rustix::process::getuid().as_raw(), |(uid, _)| uid);
+        sweep_shared_memory_once(server_uid);
+        let scratch = Scratch::new("pg-")?;
+        init_cluster(&bin, run_as, scratch.path())?;
+        let mut pg = Postgres {
+            bin,
+            run_as,
+            port: 0,
+            child: None,
+            scratch,
+        };
+        pg.start_on_free_port()?;
+        pg.create_database(DATABASE)?;
+        Ok(pg)
+    }
+
+    /// `postgres://postgres@127.0.0.1:PORT/bulkwire`
+    pub fn url(&self) -> String {
+        self.url_for(DATABASE)
+    }
+
+    pub fn url_for(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's stdout/stderr, appended across restarts.
+    pub fn log_path(&self) -> PathBuf {
+        self.scratch.path().join("postgres.log")
+    }
+
+    /// Creates a database (names: lowercase ASCII letters, digits, `_`) and returns its URL,
+    /// so a test can isolate itself inside a shared server.
+    pub fn create_database(&self, name: &str) -> Result<String, String> {
+        check_identifier(name)?;
+        self.psql("postgres", &format!("CREATE DATABASE {name}"))
+            .map_err(|e| format!("cannot create database {name}: {e}"))?;
+        Ok(self.url_for(name))
+    }
+
+    /// Runs one SQL command with `psql` and returns its unaligned, tuples-only output.
+    pub fn psql(&self, database: &str, sql: &str) -> Result<String, String> {
+        run(Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-U",
+            ])
+            .args([
+                "postgres",
+                "-p",
+                &self.port.to_string(),
+                "-d",
+                database,
+                "-c",
+                sql,
+            ]))
+    }
+
+    /// Fast shutdown (SIGINT): clients are disconnected and the server exits cleanly, so a
+    /// later [`Postgres::start_again`] needs no crash recovery. No-op when already stopped.
+    pub fn stop(&mut self) {
+        if let Some(child) = self.child.take() {
+            stop_child(child, Signal::INT, STOP_GRACE);
+        }
+    }
+
+    /// Starts the stopped server again on the same port and data directory.
+    pub fn start_again(&mut self) -> Result<(), String> {
+        if self.child.is_some() {
+            return Err("start_again: PostgreSQL is still running".into());
+        }
+        self.launch().map_err(|e| e.message)
+    }
+
+    fn start_on_free_port(&mut self) -> Result<(), String> {
+        let mut last = String::new();
+        for _ in 0..PORT_TRIES {
+            self.port = free_ports(1)?[0];
+            match self.launch() {
+                Ok(()) => return Ok(()),
+                Err(e) if e.port_taken => last = e.message,
+                Err(e) => return Err(e.message),
+            }
+        }
+        Err(last)
+    }
+
+    /// Spawns the server and waits until it accepts connections.
+    fn launch(&mut self) -> Result<(), StartError> {
+        let log = self.log_path();
+        let from = file_len(&log);
+        let mut child = self.spawn_server(&log).map_err(|message| StartError {
+            port_taken: false,
+            message,
+        })?;
+        match wait_ready(&mut child, START_TIMEOUT, || self.is_ready()) {
+            Ok(()) => {
+                self.child = Some(child);
+                Ok(())
+            }
+            Err(why) => {
+                kill_child(child);
+                Err(self.start_error(why, &log, from))
+            }
+        }
+    }
+
+    fn spawn_server(&self, log: &Path) -> Result<Child, String> {
+        let dir = self.scratch.path();
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| format!("cannot clone log fd: {e}"))?;
+        let mut cmd = Command::new(self.bin.join("postgres"));
+        cmd.arg("-D").arg(dir.join("data")).arg("-k").arg(dir);
+        cmd.args([
+            "-p",
+            &self.port.to_string(),
+            "-c",
+            "listen_addresses=127.0.0.1",
+        ]);
+        cmd.args(["-c", "fsync=off", "-c", "max_connections=200"]);
+        cmd.current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        as_owner(&mut cmd, self.run_as);
+        spawn(cmd).map_err(|e| format!("cannot start {}: {e}", self.bin.join("postgres").display()))
+    }
+
+    fn is_ready(&self) -> bool {
+        Command::new(self.bin.join("pg_isready"))
+            .args([
+                "-q",
+                "-h",
+                "127.0.0.1",
+                "-t",
+                "1",
+                "-p",
+                &self.port.to_string(),
+            ])
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    fn start_error(&self, why: NotReady, log: &Path, from: u64) -> StartError {
+        let what = match why {
+            NotReady::Exited(status) => format!("exited ({status})"),
+            NotReady::TimedOut => format!("did not accept connections within {START_TIMEOUT:?}"),
+        };
+        StartError {
+            port_taken: read_from(log, from).contains("Address already in use"),
+            message: format!("PostgreSQL on port {} {what}\n{}", self.port, log_tail(log)),
+        }
+    }
+}
+
+impl Drop for Postgres {
+    /// A fast shutdown rather than SIGKILL: a killed postmaster leaves its System V shared
+    /// memory segment behind (see `sweep_shared_memory`). The scratch directory goes after.
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            stop_child(child, Signal::INT, Duration::from_secs(5));
+        }
+    }
+}
+
+/// Database names go into SQL unquoted, so only plain identifiers are accepted.
+fn check_identifier(name: &str) -> Result<(), String> {
+    let plain = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    let starts_ok = name.bytes().next().is_some_and(|b| !b.is_ascii_digit());
+    if plain && starts_ok && name.len() <= 63 {
+        Ok(())
+    } else {
+        Err(format!(
+            "database name {name:?}: use [a-z_][a-z0-9_]{{0,62}}"
+        ))
+    }
+}
+
+/// Runs initdb into `<dir>/data`: trust auth for a `postgres` superuser, no fsync (the cluster
+/// is thrown away), C locale so a missing system locale cannot fail it.
+fn init_cluster(bin: &Path, run_as: Option<(u32, u32)>, dir: &Path) -> Result<(), String> {
+    if let Some((uid, gid)) = run_as {
+        std::os::unix::fs::chown(dir, Some(uid), Some(gid))
+            .map_err(|e| format!("cannot chown {} to postgres: {e}", dir.display()))?;
+    }
+    let mut cmd = Command::new(bin.join("initdb"));
+    cmd.arg("-D").arg(dir.join("data"));
+    cmd.args([
+        "-A",
+        "trust",
+        "-U",
+        "postgres",
+        "--no-sync",
+        "-E",
+        "UTF8",
+        "--no-locale",
+    ]);
+    cmd.current_dir(dir);
+    as_owner(&mut cmd, run_as);
+    run(&mut cmd).map(drop).map_err(|e| format!("initdb: {e}"))
+}
+
+fn as_owner(cmd: &mut Command, run_as: Option<(u32, u32)>) {
+    if let Some((uid, gid)) = run_as {
+        cmd.uid(uid).gid(gid);
+    }
+}
+
+/// When root: the `postgres` user's uid and gid (the package creates that user).
+fn run_as() -> Result<Option<(u32, u32)>, String> {
+    if !rustix::process::getuid().is_root() {
+        return Ok(None);
+    }
+    let id = |flag: &str| -> Result<u32, String> {
+        let out = run(Command::new("id").args([flag, "postgres"]))
+            .map_err(|e| format!("running as root, PostgreSQL refuses root, and: {e}"))?;
+        out.trim()
+            .parse()
+            .map_err(|_| format!("id {flag} postgres printed {out:?}"))
+    };
+    Ok(Some((id("-u")?, id("-g")?)))
+}
+
+/// The directory holding `postgres`, `initdb`, `psql` and `pg_isready`.
+fn pg_bindir() -> Result<PathBuf, String> {
+    if let Some(dir) = env::var_os("BULKWIRE_PG_BIN") {
+        let dir = PathBuf::from(dir);
+        if !has_server(&dir) {
+            let missing = "missing postgres, initdb, psql or pg_isready";
+            return Err(format!("BULKWIRE_PG_BIN={}: {missing}", dir.display()));
+        }
+        return Ok(dir);
+    }
+    if let Some(dir) = find_bindir() {
+        return Ok(dir);
+    }
+    install_postgres()?;
+    find_bindir().ok_or_else(|| "installed postgresql but found no server binaries".into())
+}
+
+fn find_bindir() -> Option<PathBuf> {
+    let from_pg_config = run(Command::new("pg_config").arg("--bindir"))
+        .ok()
+        .map(|out| PathBuf::from(out.trim()))
+        .filter(|dir| has_server(dir));
+    from_pg_config.or_else(highest_packaged)
+}
+
+/// Debian installs each major version under `/usr/lib/postgresql/<version>/bin`, off PATH.
+fn highest_packaged() -> Option<PathBuf> {
+    let version = |name: &str| -> Option<Vec<u32>> {
+        name.split('.').map(|part| part.parse().ok()).collect()
+    };
+    fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| Some((version(e.file_name().to_str()?)?, e.path().join("bin"))))
+        .filter(|(_, bin)| has_server(bin))
+        .max()
+        .map(|(_, bin)| bin)
+}
+
+fn has_server(dir: &Path) -> bool {
+    ["postgres", "initdb", "psql", "pg_isready"]
+        .iter()
+        .all(|b| dir.join(b).is_file())
+}
+
+/// `apt-get install postgresql`, once across concurrent test processes; `apt-get update`
+/// first only when the package lists do not know it yet (a fresh machine).
+fn install_postgres() -> Result<(), String> {
+    let missing = "PostgreSQL server binaries not found (set BULKWIRE_PG_BIN)";
+    if !rustix::process::getuid().is_root() {
+        return Err(format!(
+            "{missing}, and not root, so cannot apt-get install postgresql"
+        ));
+    }
+    if run(Command::new("apt-get").arg("--version")).is_err() {
+        return Err(format!(
+            "{missing}, and there is no apt-get to install postgresql"
+        ));
+    }
+    let _lock = scratch::exclusive_lock(&scratch::root()?.join("apt.lock"))?;
+    if find_bindir().is_some() {
+        return Ok(()); // another test process installed it while we waited
+    }
+    let install = || {
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-q", "postgresql"])
+            .env("DEBIAN_FRONTEND", "noninteractive"))
+    };
+    install()
+        .or_else(|_| run(Command::new("apt-get").args(["update", "-q"])).and_then(|_| install()))
+        .map(drop)
+        .map_err(|e| format!("{missing}; apt-get install postgresql failed: {e}"))
+}
+
+fn sweep_shared_memory_once(uid: u32) {
+    static SWEPT: Once = Once::new();
+    SWEPT.call_once(|| sweep_shared_memory(uid));
+}
+
+/// A postmaster killed by SIGKILL (our parent-death signal) leaves its small System V segment
+/// behind. After enough test runs they would reach the kernel's limit (shmmni) and PostgreSQL
+/// would stop starting, so remove segments of the server's user that nobody is attached to and
+/// whose creator is dead. PostgreSQL itself would discard such a segment on its next start.
+fn sweep_shared_memory(uid: u32) {
+    const INTERLOCK_MAX: u64 = 4096; // only the tiny interlock segments, never real data
+    let Ok(table) = fs::read_to_string("/proc/sysvipc/shm") else {
+        return;
+    };
+    // Columns: key shmid perms size cpid lpid nattch uid ...
+    for row in table.lines().skip(1) {
+        let f: Vec<&str> = row.split_whitespace().collect();
+        let [_, shmid, _, size, cpid, _, nattch, owner, ..] = f[..] else {
+            continue;
+        };
+        let orphan = nattch == "0"
+            && owner.parse() == Ok(uid)
+            && size.parse::<u64>().is_ok_and(|s| s <= INTERLOCK_MAX)
+            && !Path::new("/proc").join(cpid).exists();
+        if orphan {
+            let _ = Command::new("ipcrm").args(["-m", shmid]).output();
+        }
+    }
+}
