@@ -94,6 +94,11 @@ impl Server {
         let listener = TcpListener::bind(config.listen).await?;
         let node: Arc<str> = Arc::from(crate::state::node_id());
         let swept = start_cleanup(blobs.as_ref(), meta.as_ref(), &node).await?;
+        // Alive before the first lease: no janitor elsewhere may see this
+        // node's uploads without a heartbeat.
+        lease::heartbeat(meta.as_ref(), &node)
+            .await
+            .map_err(|e| io::Error::other(format!("metadata store: {e}")))?;
         let (auth, new_token) = Auth::start(
             meta.as_ref(),
             &config.data,
@@ -183,8 +188,7 @@ impl Server {
             expiry: Duration::from_millis(l.lease_ms),
             interval: Duration::from_millis(l.janitor_interval_ms),
         };
-        let (meta, blobs, node) = (st.meta.clone(), st.blobs.clone(), st.node.clone());
-        tokio::spawn(lease::janitor(meta, blobs, node, times))
+        tokio::spawn(lease::janitor(st.leases.clone(), times))
     }
 
     /// Serves a new connection within the budget ([`crate::conns`]): shed

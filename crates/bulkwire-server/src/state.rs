@@ -16,6 +16,8 @@ pub struct AppState {
     pub metrics: Metrics,
     /// This process's node id: leases and heartbeats name it.
     pub node: Arc<str>,
+    /// This node's upload leases (`bulkwire_store::lease`).
+    pub leases: crate::store::Leases,
     /// One permit per upload slot.
     pub(crate) uploads: Arc<Semaphore>,
     /// The memory budget in KiB permits (a `Semaphore` counts in `u32`
@@ -64,6 +66,7 @@ impl AppState {
                 metrics.connections.clone(),
             )),
             metrics,
+            leases: crate::store::Leases::new(meta.clone(), blobs.clone(), node.clone()),
             node,
             config,
             auth,

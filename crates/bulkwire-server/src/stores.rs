@@ -106,9 +106,11 @@ pub fn open_blobs(config: &Config) -> Result<Arc<dyn BlobStore>, String> {
 
 #[cfg(feature = "s3")]
 fn s3(url: &str, config: &Config) -> Result<Arc<dyn BlobStore>, String> {
-    let c = config
-        .s3
-        .apply(crate::store::S3Config::from_url(url).map_err(|e| e.to_string())?);
+    let mut c = crate::store::S3Config::from_url(url).map_err(|e| e.to_string())?;
+    // A store that does not answer fails uploads (503) in the time the
+    // configuration gives, as PostgreSQL's pool does.
+    c.connect_timeout = std::time::Duration::from_millis(config.limits.store_timeout_ms);
+    let c = config.s3.apply(c);
     let b = crate::store::S3BlobStore::new(c.with_env()).map_err(|e| format!("blob store: {e}"))?;
     Ok(Arc::new(b))
 }

@@ -350,7 +350,7 @@ impl Ingest {
         }
         let id = new_id();
         let st = &self.state;
-        let lease = Lease::take(st.meta.clone(), st.blobs.clone(), &id, st.node.clone()).await?;
+        let lease = st.leases.take(&id).await?;
         let writer = st
             .blobs
             .begin(&id, lease.clone())

@@ -6,7 +6,7 @@
 //! Built for tests only (`cfg(test)` or the `conformance` feature). Each
 //! check uses ids of its own, so a store shared between tests is fine.
 
-use crate::lease::{janitor_id, sweep_expired};
+use crate::lease::{janitor_id, sweep_expired, Leases};
 use crate::{new_id, token_id, BlobStore, Lease, MediaRecord, MetaStore, NewMedia, UserSet};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -241,9 +241,8 @@ pub async fn janitor(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {
     m.heartbeat(&live).await.unwrap();
     let (kept, lost) = (new_id(), new_id());
     for (id, node) in [(&kept, &live), (&lost, &dead)] {
-        let lease = Lease::take(m.clone(), b.clone(), id, node.as_str().into())
-            .await
-            .unwrap();
+        let leases = Leases::new(m.clone(), b.clone(), node.as_str().into());
+        let lease = leases.take(id).await.unwrap();
         write_blob(&*b, lease.clone(), b"leftover", 8).await;
         // Neither upload ends: the lease stays as a crash would leave it.
         std::mem::forget(lease);

@@ -27,46 +27,107 @@ use std::time::Duration;
 /// Leases a janitor takes over per statement.
 const CLAIM_BATCH: usize = 100;
 
-/// One upload's lease, shared (`Arc`) by the upload and its blob writer.
-/// Dropped without [`Lease::end`] (the upload failed or was abandoned), it
-/// aborts what the upload left and releases itself on
-/// a spawned task; should that fail too, the lease stays, and expires with
-/// the node.
-pub struct Lease {
-    /// `None` for a detached lease.
-    stores: Option<(Arc<dyn MetaStore>, Arc<dyn BlobStore>)>,
-    id: String,
+/// Failed cleanups a node keeps for its janitor to retry, at most this
+/// many (beyond, they wait for the node's lease to expire after it stops).
+const FAILED_CAP: usize = 10_000;
+
+/// One node's leases: takes them, and keeps the cleanups that failed (a
+/// store away at that moment) for the janitor's next round. A janitor only
+/// takes over the leases of silent nodes, so without this a live node's
+/// failed cleanup would wait until the node stops.
+#[derive(Clone)]
+pub struct Leases {
+    meta: Arc<dyn MetaStore>,
+    blobs: Arc<dyn BlobStore>,
     node: Arc<str>,
-    handle: Mutex<Option<String>>,
-    ended: AtomicBool,
+    failed: Arc<Mutex<Vec<FailedCleanup>>>,
 }
 
-impl Lease {
-    /// Registers `node`'s upload of `id`: from now on a crash leaves
-    /// nothing that no one will clean up.
-    pub async fn take(
-        meta: Arc<dyn MetaStore>,
-        blobs: Arc<dyn BlobStore>,
-        id: &str,
-        node: Arc<str>,
-    ) -> Result<Arc<Lease>, MetaError> {
-        meta.lease(id, &node).await?;
-        Ok(Arc::new(Lease {
-            stores: Some((meta, blobs)),
-            id: id.to_string(),
+/// An upload id and its temporary object's handle, whose cleanup failed.
+type FailedCleanup = (String, Option<String>);
+
+impl Leases {
+    pub fn new(meta: Arc<dyn MetaStore>, blobs: Arc<dyn BlobStore>, node: Arc<str>) -> Leases {
+        Leases {
+            meta,
+            blobs,
             node,
+            failed: Arc::default(),
+        }
+    }
+
+    /// Registers this node's upload of `id`: from now on a crash leaves
+    /// nothing that no one will clean up.
+    pub async fn take(&self, id: &str) -> Result<Arc<Lease>, MetaError> {
+        self.meta.lease(id, &self.node).await?;
+        Ok(Arc::new(Lease {
+            owner: Some(self.clone()),
+            id: id.to_string(),
             handle: Mutex::new(None),
             ended: AtomicBool::new(false),
         }))
     }
 
+    pub fn node(&self) -> &Arc<str> {
+        &self.node
+    }
+
+    /// Cleanups waiting for a retry.
+    pub fn failed(&self) -> usize {
+        self.failed.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    fn keep_failed(&self, id: String, handle: Option<String>) {
+        let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if f.len() < FAILED_CAP {
+            f.push((id, handle));
+        } else {
+            tracing::warn!(id, "{FAILED_CAP} failed cleanups kept already: this one waits for the node's lease to expire");
+        }
+    }
+
+    /// Retries the cleanups that failed; returns how many succeeded.
+    pub async fn retry_failed(&self) -> usize {
+        let todo = std::mem::take(&mut *self.failed.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut done = 0;
+        for (id, handle) in todo {
+            match clean(
+                &*self.meta,
+                &*self.blobs,
+                &id,
+                handle.as_deref(),
+                &self.node,
+            )
+            .await
+            {
+                Ok(()) => done += 1,
+                Err(_) => self.keep_failed(id, handle),
+            }
+        }
+        done
+    }
+}
+
+/// One upload's lease, shared (`Arc`) by the upload and its blob writer.
+/// Dropped without [`Lease::end`] (the upload failed or was abandoned), it
+/// aborts what the upload left and releases itself on a spawned task;
+/// should that fail, its node's janitor retries ([`Leases`]), and should the
+/// node stop first, the lease expires with it.
+pub struct Lease {
+    /// `None` for a detached lease.
+    owner: Option<Leases>,
+    id: String,
+    handle: Mutex<Option<String>>,
+    ended: AtomicBool,
+}
+
+impl Lease {
     /// A lease that records nothing and cleans nothing up: for a
     /// backend's own tests, and for tools that write blobs outside uploads.
     pub fn detached(id: &str) -> Arc<Lease> {
         Arc::new(Lease {
-            stores: None,
+            owner: None,
             id: id.to_string(),
-            node: Arc::from("detached"),
             handle: Mutex::new(None),
             ended: AtomicBool::new(false),
         })
@@ -85,7 +146,7 @@ impl Lease {
     }
 
     pub fn node(&self) -> &str {
-        &self.node
+        self.owner.as_ref().map_or("detached", |o| &o.node)
     }
 
     /// Records the backend's handle for the temporary object before any of
@@ -94,10 +155,11 @@ impl Lease {
         *self.handle.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.to_string());
         let handle = handle.to_string();
         Box::pin(async move {
-            let Some((meta, _)) = &self.stores else {
+            let Some(o) = &self.owner else {
                 return Ok(());
             };
-            meta.lease_note(&self.id, &self.node, &handle)
+            o.meta
+                .lease_note(&self.id, &o.node, &handle)
                 .await
                 .map_err(io::Error::other)
         })
@@ -112,8 +174,8 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let Some((meta, blobs)) = self
-            .stores
+        let Some(owner) = self
+            .owner
             .take()
             .filter(|_| !self.ended.load(Ordering::Relaxed))
         else {
@@ -122,14 +184,13 @@ impl Drop for Lease {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (id, node) = (std::mem::take(&mut self.id), self.node.clone());
+        let id = std::mem::take(&mut self.id);
         let handle = self.handle.lock().unwrap_or_else(|p| p.into_inner()).take();
         rt.spawn(async move {
-            if let Err(e) = clean(&*meta, &*blobs, &id, handle.as_deref(), &node).await {
-                tracing::warn!(
-                    id,
-                    "cleaning up a failed upload: {e} (the lease expires with this node)"
-                );
+            let (m, b) = (&*owner.meta, &*owner.blobs);
+            if let Err(e) = clean(m, b, &id, handle.as_deref(), &owner.node).await {
+                tracing::warn!(id, "cleaning up a failed upload: {e} (the janitor retries)");
+                owner.keep_failed(id, handle);
             }
         });
     }
@@ -201,34 +262,40 @@ pub async fn sweep_expired(
     }
 }
 
-/// Heartbeats `node` (and its janitor id) and sweeps expired leases, until
-/// the task is dropped. Errors are logged and retried: a metadata store that
-/// is away for a while must not stop the node.
-pub async fn janitor(
-    meta: Arc<dyn MetaStore>,
-    blobs: Arc<dyn BlobStore>,
-    node: Arc<str>,
-    times: JanitorTimes,
-) {
-    let me = janitor_id(&node);
+/// Heartbeats the node (and its janitor id), retries its failed cleanups
+/// and sweeps expired leases, until the task is dropped. Errors are logged
+/// and retried: a metadata store that is away for a while must not stop the
+/// node.
+pub async fn janitor(leases: Leases, times: JanitorTimes) {
+    let (meta, blobs, node) = (&*leases.meta, &*leases.blobs, &*leases.node);
+    let me = janitor_id(node);
     let mut beat = tokio::time::interval(times.heartbeat());
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sweep = tokio::time::Instant::now();
     loop {
         beat.tick().await;
-        for id in [&*node, me.as_str()] {
-            if let Err(e) = meta.heartbeat(id).await {
-                tracing::warn!("heartbeat: {e}");
-            }
+        if let Err(e) = heartbeat(meta, node).await {
+            tracing::warn!("heartbeat: {e}");
         }
         if last_sweep.elapsed() < times.interval {
             continue;
         }
         last_sweep = tokio::time::Instant::now();
-        match sweep_expired(&*meta, &*blobs, &node, times.expiry).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!("janitor: removed the leftovers of {n} expired upload(s)"),
-            Err(e) => tracing::warn!("janitor: {e}"),
+        let retried = leases.retry_failed().await;
+        match sweep_expired(meta, blobs, node, times.expiry).await {
+            Ok(n) if n + retried > 0 => tracing::info!(
+                "janitor: removed the leftovers of {n} expired and {retried} failed upload(s)"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("janitor: {e} (`{me}` retries next round)"),
         }
     }
+}
+
+/// Says `node` and its janitor id are alive. Also called once before a
+/// node serves, so that no janitor elsewhere ever sees a new node's first
+/// leases without a heartbeat.
+pub async fn heartbeat(meta: &dyn MetaStore, node: &str) -> Result<(), MetaError> {
+    meta.heartbeat(node).await?;
+    meta.heartbeat(&janitor_id(node)).await
 }

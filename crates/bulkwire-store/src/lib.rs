@@ -30,7 +30,7 @@ mod sqlite;
 
 pub use direct::STAGING_BYTES;
 pub use fs::FsBlobStore;
-pub use lease::Lease;
+pub use lease::{Lease, Leases};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};
 #[cfg(feature = "s3")]

@@ -318,7 +318,7 @@ impl Shared {
         move |e| {
             let kind = match e {
                 object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
-                _ => io::ErrorKind::Other,
+                _ => unreachable_kind(&e).unwrap_or(io::ErrorKind::Other),
             };
             self.error(op, key, kind, chain(&e))
         }
@@ -386,6 +386,29 @@ impl Shared {
 
 /// An error with its causes: `object_store`'s own message stops at
 /// "error sending request", its sources say why (refused, certificate...).
+/// The I/O kind of an S3 that could not be reached (no connection, no
+/// answer in time, the connection lost mid-request), found among the
+/// error's causes: the server answers those 503 with `Retry-After`, since
+/// the request may succeed once the store is back, not 500.
+fn unreachable_kind(e: &(dyn std::error::Error + 'static)) -> Option<io::ErrorKind> {
+    use object_store::client::{HttpError, HttpErrorKind};
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(h) = c.downcast_ref::<HttpError>() {
+            return match h.kind() {
+                HttpErrorKind::Connect => Some(io::ErrorKind::NotConnected),
+                HttpErrorKind::Timeout => Some(io::ErrorKind::TimedOut),
+                HttpErrorKind::Request | HttpErrorKind::Interrupted => {
+                    Some(io::ErrorKind::ConnectionAborted)
+                }
+                _ => None,
+            };
+        }
+        cause = c.source();
+    }
+    None
+}
+
 fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();

@@ -4,7 +4,9 @@
 //! bound, and a server that dies in the middle of an upload. Each test
 //! uses a bucket of its own.
 
-use bulkwire_store::{conformance, new_id, BlobStore, Lease, S3BlobStore, S3Config, SqliteMeta};
+use bulkwire_store::{
+    conformance, new_id, BlobStore, Lease, Leases, S3BlobStore, S3Config, SqliteMeta,
+};
 use bulkwire_testenv::{default_cache, must, shared_seaweed, Seaweed};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -185,7 +187,8 @@ fn a_failed_lease_note_aborts_the_upload_before_any_part() {
         let blobs: Arc<dyn BlobStore> =
             Arc::new(S3BlobStore::new(config(sw, &bucket, "")).unwrap());
         let id = new_id();
-        let lease = Lease::take(meta, blobs.clone(), &id, "node".into())
+        let lease = Leases::new(meta, blobs.clone(), "node".into())
+            .take(&id)
             .await
             .unwrap();
         // The metadata store refuses the note (SqliteMeta notes with an

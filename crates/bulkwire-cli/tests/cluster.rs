@@ -1,0 +1,1310 @@
+//! `bulkwire serve` scaled out, against real servers (`bulkwire-testenv`):
+//! PostgreSQL for metadata and credentials, SeaweedFS for blobs, and one or
+//! two `bulkwire serve` processes on them. What is checked is what the
+//! README's "Scaling out" promises: nodes share media and credentials; a
+//! node killed with SIGKILL mid-upload leaves nothing once its lease
+//! expires, and the other node's uploads are untouched; a metadata store
+//! that goes away for a few seconds is 503 with `Retry-After`, then
+//! service resumes on its own; an object store that dies mid-upload fails
+//! that upload and leaves nothing in the bucket.
+//!
+//! Each test has its own database and bucket. Requests go through a small
+//! HTTP/1.1 client on `TcpStream` (one connection per request, read to its
+//! end), so that a connection reset is seen as such, and through curl for
+//! form-data. Every wait has a deadline: a hang fails the test.
+
+use bulkwire_testenv::{default_cache, must, shared_postgres, shared_seaweed, Postgres, Seaweed};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+const MIB: usize = 1 << 20;
+/// S3's smallest part: a file above it is a multipart upload.
+const PART: usize = 5 * MIB;
+const TOKEN: &str = "cluster-test-token";
+const AUTH: &str = "Authorization: Bearer cluster-test-token";
+/// Longest wait for one answer of the test's HTTP client.
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+/// Leases expire fast and the janitor looks often, so that crash cleanup
+/// is observable within seconds.
+const FAST_LEASES: &str = "lease_ms = 3000\njanitor_interval_ms = 1000\n";
+
+// ---------------------------------------------------------------------
+// Stores and nodes
+// ---------------------------------------------------------------------
+
+/// One test's database, bucket/prefix and configuration file.
+struct Setup {
+    dir: PathBuf,
+    db: String,
+    meta: String,
+    bucket: String,
+    prefix: &'static str,
+    /// Where the S3 endpoint is, for the nodes' `AWS_*` variables.
+    s3_env: Vec<(&'static str, String)>,
+    config: PathBuf,
+}
+
+impl Setup {
+    /// A fresh database `cluster_NAME` and bucket `cluster-NAME`; `limits`
+    /// are extra `[limits]` lines. Parts are S3's minimum, 5 MiB.
+    fn new(name: &str, pg: &Postgres, sw: &Seaweed, limits: &str) -> Setup {
+        let dir =
+            std::env::temp_dir().join(format!("bulkwire-cluster-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = format!("cluster_{name}");
+        let meta = must(pg.create_database(&db));
+        let bucket = format!("cluster-{name}");
+        must(sw.create_bucket(&bucket));
+        let config = dir.join("bulkwire.toml");
+        let toml = format!("[limits]\n{limits}\n[s3]\npart_size = {PART}\n");
+        std::fs::write(&config, toml).unwrap();
+        let s3_env = vec![
+            ("AWS_ENDPOINT_URL", sw.endpoint()),
+            ("AWS_ACCESS_KEY_ID", sw.access_key().to_string()),
+            ("AWS_SECRET_ACCESS_KEY", sw.secret_key().to_string()),
+            ("AWS_REGION", sw.region().to_string()),
+            ("AWS_ALLOW_HTTP", "true".to_string()),
+        ];
+        Setup {
+            dir,
+            db,
+            meta,
+            bucket,
+            prefix: "media",
+            s3_env,
+            config,
+        }
+    }
+
+    fn blobs(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.prefix)
+    }
+}
+
+impl Drop for Setup {
+    /// The nodes' logs stay when the test failed.
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A `bulkwire serve` child process; killed when dropped.
+struct Node {
+    child: Child,
+    addr: SocketAddr,
+    log: PathBuf,
+}
+
+impl Node {
+    /// Starts a node on `setup`'s stores and waits for its banner.
+    fn start(setup: &Setup, name: &str) -> Node {
+        let log = setup.dir.join(format!("{name}.log"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bulkwire"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN])
+            .arg("--data")
+            .arg(setup.dir.join(name))
+            .args(["--meta", &setup.meta, "--blobs", &setup.blobs()])
+            .arg("--config")
+            .arg(&setup.config)
+            .envs(setup.s3_env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("BULKWIRE_LOG", "info")
+            .env("NO_COLOR", "1") // a log file, read in failure messages
+            .env_remove("BULKWIRE_TOKEN")
+            .env_remove("BULKWIRE_USER")
+            .env_remove("BULKWIRE_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting bulkwire serve");
+        let addr = banner_addr(child.stdout.take().unwrap());
+        let addr = addr.unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("node {name} did not start:\n{}", tail(&log))
+        });
+        Node { child, addr, log }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// SIGKILL, as a crash would.
+    fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// The pid, which begins the node id in `pending` and `nodes` rows.
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log_tail(&self) -> String {
+        tail(&self.log)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address from the "listening on" line, within 60 s (migrations of
+/// nodes starting together queue on a lock). The reader thread goes on
+/// draining stdout, so the node never blocks on a full pipe.
+fn banner_addr(out: std::process::ChildStdout) -> Option<SocketAddr> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let addr = line
+                .strip_prefix("bulkwire: listening on http://")
+                .and_then(|r| r.split(' ').next())
+                .and_then(|a| a.parse::<SocketAddr>().ok());
+            if let Some(a) = addr {
+                let _ = tx.send(a);
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60)).ok()
+}
+
+/// A log's last lines but the S3 client's retries (one line per attempt).
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("object_store::client::retry"))
+        .collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// Runs `bulkwire ARGS` with `stdin`; its stdout, trimmed, on success.
+fn cli(args: &[&str], stdin: &str) -> String {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bulkwire"))
+        .args(args)
+        .env_remove("BULKWIRE_CONFIG")
+        .env_remove("BULKWIRE_META")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "bulkwire {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+// ---------------------------------------------------------------------
+// HTTP
+// ---------------------------------------------------------------------
+
+/// An answer read to the end of its connection.
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn parse(raw: &[u8]) -> Result<Resp, String> {
+        let end = find(raw, b"\r\n\r\n").ok_or_else(|| {
+            format!(
+                "no complete answer head in {:?}",
+                String::from_utf8_lossy(raw)
+            )
+        })?;
+        let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("no status in {head:?}"))?;
+        let mut r = Resp {
+            status,
+            head,
+            body: Vec::new(),
+        };
+        let rest = &raw[end + 4..];
+        let chunked = r
+            .header("transfer-encoding")
+            .is_some_and(|v| v.contains("chunked"));
+        r.body = if chunked {
+            dechunk(rest)?
+        } else {
+            rest.to_vec()
+        };
+        match r.header("content-length").map(str::parse::<usize>) {
+            Some(Ok(n)) if n != r.body.len() => Err(format!(
+                "body cut short: {} of {n} bytes ({})",
+                r.body.len(),
+                r.head
+            )),
+            _ => Ok(r),
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!("{e}: {} {}", self.head, String::from_utf8_lossy(&self.body))
+        })
+    }
+
+    fn text(&self) -> String {
+        format!("{} {}", self.status, String::from_utf8_lossy(&self.body))
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let nl = find(b, b"\r\n").ok_or("chunk size line cut short")?;
+        let line = String::from_utf8_lossy(&b[..nl]);
+        let hex = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(hex, 16).map_err(|e| format!("chunk size: {e}"))?;
+        b = &b[nl + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if b.len() < size + 2 {
+            return Err("chunk cut short".into());
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// One request on a new connection (`Connection: close`), read to its end.
+/// An error is the transport's: refused, reset, or no answer in time.
+fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> Result<Resp, String> {
+    let io = |e: std::io::Error| format!("{method} {path}: {e}");
+    let mut s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(io)?;
+    s.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+    s.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: bulkwire\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).map_err(io)?;
+    s.write_all(body).map_err(io)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(io)?;
+    Resp::parse(&raw).map_err(|e| format!("{method} {path}: {e}"))
+}
+
+/// `call` that must get an answer.
+fn must_call(addr: SocketAddr, method: &str, path: &str, headers: &[&str], body: &[u8]) -> Resp {
+    call(addr, method, path, headers, body).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every media row, following `next`.
+fn list_all(node: &Node) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut path = "/v1/media?limit=1000".to_string();
+    loop {
+        let r = must_call(node.addr, "GET", &path, &[AUTH], b"");
+        assert_eq!(r.status, 200, "{}", r.text());
+        let j = r.json();
+        all.extend(j["media"].as_array().unwrap().iter().cloned());
+        match j["next"].as_str() {
+            Some(n) => path = format!("/v1/media?limit=1000&after={n}"),
+            None => return all,
+        }
+    }
+}
+
+fn ids(media: &[Value]) -> BTreeSet<String> {
+    media
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A Prometheus gauge or counter without labels.
+fn metric(node: &Node, name: &str) -> i64 {
+    let r = must_call(node.addr, "GET", "/metrics", &[], b"");
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+/// curl, which must run; the body and the status (`-w`).
+fn curl(args: &[&str]) -> (Vec<u8>, u16) {
+    let out: Output = Command::new("curl")
+        .args(["-sS", "--noproxy", "*", "--max-time", "60"])
+        .args(["-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl is needed for these tests");
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let at = out.stdout.iter().rposition(|&b| b == b'\n').unwrap();
+    let status = String::from_utf8_lossy(&out.stdout[at + 1..])
+        .parse()
+        .unwrap();
+    (out.stdout[..at].to_vec(), status)
+}
+
+// ---------------------------------------------------------------------
+// Payloads and slow uploads
+// ---------------------------------------------------------------------
+
+fn sha256(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+/// Deterministic incompressible bytes (xorshift64), one stream per seed.
+struct Gen(u64);
+
+impl Gen {
+    fn new(seed: u64) -> Gen {
+        Gen(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) {
+        for c in buf.chunks_mut(8) {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            c.copy_from_slice(&self.0.to_le_bytes()[..c.len()]);
+        }
+    }
+}
+
+fn payload(seed: u64, n: usize) -> Vec<u8> {
+    let mut v = vec![0; n];
+    Gen::new(seed).fill(&mut v);
+    v
+}
+
+/// Bytes sent at full speed before a slow upload waits for `go`: two
+/// parts, so the multipart upload exists and a part is on its way.
+const HEAD_START: usize = 11 * MIB;
+const CHUNK: usize = 64 * 1024;
+/// Between chunks while waiting for `go`: 320 KiB/s per upload.
+const TRICKLE: Duration = Duration::from_millis(200);
+
+/// A raw `PUT` written by one thread (generated on the fly, hashed on
+/// the way) while another reads the answer, so that an early answer or a
+/// reset is seen whatever the writer is doing.
+struct SlowUpload {
+    writer: JoinHandle<(String, Option<String>)>,
+    reader: JoinHandle<Result<Resp, String>>,
+}
+
+/// How a slow upload ended.
+struct Sent {
+    /// Of everything the writer meant to send.
+    sha256: String,
+    write_error: Option<String>,
+    answer: Result<Resp, String>,
+}
+
+impl SlowUpload {
+    /// `len` bytes from `seed`: `HEAD_START` at once, then a trickle
+    /// until `go`, then the rest at full speed. `wait` bounds the wait for
+    /// the answer.
+    fn start(
+        addr: SocketAddr,
+        seed: u64,
+        len: usize,
+        go: &Arc<AtomicBool>,
+        wait: Duration,
+    ) -> Self {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(wait)).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut r = s.try_clone().unwrap();
+        let answered = Arc::new(AtomicBool::new(false));
+        let done = answered.clone();
+        let reader = thread::spawn(move || {
+            let mut raw = Vec::new();
+            let res = r.read_to_end(&mut raw);
+            done.store(true, SeqCst);
+            match (res, raw.is_empty()) {
+                (_, false) => Resp::parse(&raw),
+                (Ok(_), true) => Err("closed by the server without an answer".into()),
+                (Err(e), true) => Err(format!("no answer: {e}")),
+            }
+        });
+        let go = go.clone();
+        let writer = thread::spawn(move || write_slowly(s, seed, len, &go, &answered));
+        SlowUpload { writer, reader }
+    }
+
+    fn finish(self) -> Sent {
+        let (sha256, write_error) = self.writer.join().unwrap();
+        let answer = self.reader.join().unwrap();
+        Sent {
+            sha256,
+            write_error,
+            answer,
+        }
+    }
+}
+
+/// The writer's side: the sha256 of the whole payload, and the write
+/// error if the connection broke (or the server answered) before the end.
+fn write_slowly(
+    mut s: TcpStream,
+    seed: u64,
+    len: usize,
+    go: &AtomicBool,
+    answered: &AtomicBool,
+) -> (String, Option<String>) {
+    let head = format!(
+        "PUT /v1/media/slow-{seed}.bin HTTP/1.1\r\nHost: bulkwire\r\n{AUTH}\r\n\
+         Content-Type: application/octet-stream\r\nContent-Length: {len}\r\n\r\n"
+    );
+    let mut error = s.write_all(head.as_bytes()).err().map(|e| e.to_string());
+    let (mut gen, mut hash) = (Gen::new(seed), Sha256::new());
+    let mut buf = vec![0u8; CHUNK];
+    let mut sent = 0;
+    while sent < len {
+        let n = CHUNK.min(len - sent);
+        gen.fill(&mut buf[..n]);
+        hash.update(&buf[..n]);
+        sent += n;
+        if error.is_some() {
+            continue; // only the hash goes on
+        }
+        if answered.load(SeqCst) {
+            error = Some("the server answered before the end of the body".into());
+            continue;
+        }
+        if sent > HEAD_START && !go.load(SeqCst) {
+            thread::sleep(TRICKLE);
+        }
+        error = s.write_all(&buf[..n]).err().map(|e| e.to_string());
+    }
+    (hex::encode(hash.finalize()), error)
+}
+
+// ---------------------------------------------------------------------
+// Looking into the stores
+// ---------------------------------------------------------------------
+
+/// `<Key>` values of an S3 listing.
+fn xml_keys(body: &str) -> Vec<String> {
+    body.split("<Key>")
+        .skip(1)
+        .filter_map(|s| s.split_once("</Key>").map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+/// The ids of the objects under the setup's prefix.
+fn s3_keys(sw: &Seaweed, s: &Setup) -> BTreeSet<String> {
+    let q = format!("/{}?list-type=2&prefix={}/", s.bucket, s.prefix);
+    let (status, body) = must(sw.s3_curl("GET", &q, &[]));
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains("<IsTruncated>true"), "a longer listing");
+    let strip = format!("{}/", s.prefix);
+    xml_keys(&body)
+        .into_iter()
+        .map(|k| k.strip_prefix(&strip).unwrap_or(&k).to_string())
+        .collect()
+}
+
+/// The keys of incomplete multipart uploads under the setup's prefix.
+fn s3_uploads(sw: &Seaweed, s: &Setup) -> Vec<String> {
+    let q = format!("/{}?uploads&prefix={}/", s.bucket, s.prefix);
+    let (status, body) = must(sw.s3_curl("GET", &q, &[]));
+    assert_eq!(status, 200, "{body}");
+    let keys = xml_keys(&body);
+    assert_eq!(keys.len(), body.matches("<UploadId>").count(), "{body}");
+    keys
+}
+
+/// One number from SQL.
+fn sql_count(pg: &Postgres, s: &Setup, sql: &str) -> usize {
+    let out = must(pg.psql(&s.db, sql));
+    out.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{sql}: {out:?}"))
+}
+
+fn wait_until(within: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < within, "not within {within:?}: {what}");
+        thread::sleep(Duration::from_millis(200));
+    }
+    t0.elapsed()
+}
+
+// ---------------------------------------------------------------------
+// A loop of small requests
+// ---------------------------------------------------------------------
+
+struct Sample {
+    kind: &'static str,
+    start: Instant,
+    end: Instant,
+    got: Result<Resp, String>,
+}
+
+impl Sample {
+    /// What success is for this kind of request.
+    fn success(&self) -> bool {
+        let want = if self.kind == "put" { 201 } else { 200 };
+        self.got.as_ref().is_ok_and(|r| r.status == want)
+    }
+
+    fn status(&self) -> Option<u16> {
+        self.got.as_ref().ok().map(|r| r.status)
+    }
+
+    /// For messages: when, relative to `t0`, and what came back.
+    fn describe(&self, t0: Instant) -> String {
+        let at = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+        let what = match &self.got {
+            Ok(r) => format!("{} {}", r.head.lines().next().unwrap_or(""), r.text()),
+            Err(e) => format!("transport error: {e}"),
+        };
+        let (a, b) = (at(self.start), at(self.end));
+        format!("{} [{a:.2}s..{b:.2}s] {what}", self.kind)
+    }
+}
+
+/// Small requests in a loop on one node, each recorded.
+struct Prober {
+    stop: Arc<AtomicBool>,
+    join: JoinHandle<Vec<Sample>>,
+}
+
+impl Prober {
+    /// `kinds`: "put" (a 4 KiB upload), "list", "get" (of `get`),
+    /// "readyz".
+    fn start(addr: SocketAddr, kinds: &'static [&'static str], get: Option<String>) -> Prober {
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let join = thread::spawn(move || {
+            let mut samples = Vec::new();
+            for n in 0u64.. {
+                if halt.load(SeqCst) {
+                    break;
+                }
+                for &kind in kinds {
+                    let start = Instant::now();
+                    let got = probe(addr, kind, n, get.as_deref());
+                    let end = Instant::now();
+                    samples.push(Sample {
+                        kind,
+                        start,
+                        end,
+                        got,
+                    });
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+            samples
+        });
+        Prober { stop, join }
+    }
+
+    fn stop(self) -> Vec<Sample> {
+        self.stop.store(true, SeqCst);
+        self.join.join().unwrap()
+    }
+}
+
+fn probe(addr: SocketAddr, kind: &str, n: u64, get: Option<&str>) -> Result<Resp, String> {
+    match kind {
+        "put" => {
+            let body = payload(1_000_000 + n, 4096);
+            call(
+                addr,
+                "PUT",
+                &format!("/v1/media/probe-{n}.bin"),
+                &[AUTH],
+                &body,
+            )
+        }
+        "list" => call(addr, "GET", "/v1/media?limit=5", &[AUTH], b""),
+        "get" => call(addr, "GET", get.expect("a path to get"), &[AUTH], b""),
+        "readyz" => call(addr, "GET", "/readyz", &[], b""),
+        other => panic!("unknown probe {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------
+// 1. Two nodes, one database, one bucket
+// ---------------------------------------------------------------------
+
+#[test]
+fn two_nodes_share_media_and_credentials() {
+    let t0 = Instant::now();
+    let (pg, sw) = (must(shared_postgres()), must(shared_seaweed()));
+    let s = Setup::new(
+        "share",
+        pg,
+        sw,
+        "auth_cache_ms = 500\nstore_timeout_ms = 3000\n",
+    );
+    let (a, b) = (Node::start(&s, "a"), Node::start(&s, "b"));
+    let files = [
+        ("small.bin", payload(1, 100_000)),
+        ("big.bin", payload(2, 12 * MIB + 12_345)),
+        ("raw.bin", payload(3, PART + 1)),
+    ];
+    for (name, data) in &files {
+        std::fs::write(s.dir.join(name), data).unwrap();
+    }
+    let uploaded = upload_through(&a, &s.dir);
+    let by_name = |n: &str| &files.iter().find(|(f, _)| *f == n).unwrap().1;
+
+    // B lists what A stored, and serves it byte for byte.
+    let listed = list_all(&b);
+    assert_eq!(ids(&listed), uploaded.keys().cloned().collect());
+    for m in &listed {
+        let data = by_name(&uploaded[m["id"].as_str().unwrap()]);
+        assert_eq!(m["size"], data.len());
+        assert_eq!(m["sha256"], sha256(data));
+        let r = must_call(b.addr, "GET", m["url"].as_str().unwrap(), &[AUTH], b"");
+        assert_eq!(r.status, 200, "{}", r.head);
+        assert_eq!(sha256(&r.body), sha256(data), "download through B");
+    }
+    let big = id_of(&uploaded, "big.bin");
+    let across = format!("Range: bytes={}-{}", PART - 10, PART + 9);
+    let r = must_call(
+        b.addr,
+        "GET",
+        &format!("/v1/media/{big}"),
+        &[AUTH, &across],
+        b"",
+    );
+    assert_eq!(r.status, 206, "{}", r.head);
+    assert_eq!(r.body, by_name("big.bin")[PART - 10..PART + 10]);
+    assert_eq!(s3_keys(sw, &s), uploaded.keys().cloned().collect());
+    // The 12 MiB file went up as a multipart upload of three parts.
+    let key = format!("/{}/{}/{big}", s.bucket, s.prefix);
+    let (status, head) = must(sw.s3_curl("HEAD", &key, &[]));
+    let etag = head
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("etag:"));
+    assert_eq!(status, 200, "{head}");
+    assert!(
+        etag.is_some_and(|e| e.trim_end().ends_with("-3\"")),
+        "{head}"
+    );
+
+    // Deleted through B: gone for A, and from the bucket.
+    let r = must_call(b.addr, "DELETE", &format!("/v1/media/{big}"), &[AUTH], b"");
+    assert_eq!(r.status, 204, "{}", r.text());
+    let r = must_call(a.addr, "GET", &format!("/v1/media/{big}"), &[AUTH], b"");
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert!(!ids(&list_all(&a)).contains(&big));
+    assert!(!s3_keys(sw, &s).contains(&big));
+
+    credentials_are_shared(&s, &a, &b);
+    eprintln!("two_nodes_share_media_and_credentials: {:?}", t0.elapsed());
+}
+
+/// Form-data (two files and a field) and a raw `PUT`, through `node` with
+/// curl; id → file name.
+fn upload_through(node: &Node, dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let f = |n: &str| format!("{n}=@{}", dir.join(n).display());
+    let (body, status) = curl(&[
+        "-H",
+        AUTH,
+        "-F",
+        &f("small.bin"),
+        "-F",
+        &f("big.bin"),
+        "-F",
+        "note=through A",
+        &node.url("/v1/media"),
+    ]);
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    let form: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(form["fields"]["note"], "through A");
+    let raw = dir.join("raw.bin");
+    let (body, status) = curl(&[
+        "-H",
+        AUTH,
+        "-T",
+        raw.to_str().unwrap(),
+        &node.url("/v1/media/raw.bin"),
+    ]);
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    let put: Value = serde_json::from_slice(&body).unwrap();
+    let media = form["media"].as_array().unwrap().iter();
+    media
+        .chain(put["media"].as_array().unwrap())
+        .map(|m| {
+            let id = m["id"].as_str().unwrap().to_string();
+            (id, m["filename"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+fn id_of(uploaded: &std::collections::BTreeMap<String, String>, name: &str) -> String {
+    uploaded
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(id, _)| id.clone())
+        .unwrap()
+}
+
+/// A token and a user made with the CLI while both nodes run work on both;
+/// revoked and removed, both nodes refuse them within `auth_cache_ms`.
+fn credentials_are_shared(s: &Setup, a: &Node, b: &Node) {
+    use base64::Engine;
+    let token = cli(
+        &["token", "create", "--label", "cluster", "--meta", &s.meta],
+        "",
+    );
+    assert_eq!(token.len(), 64, "the token alone on stdout: {token:?}");
+    cli(&["user", "add", "carol", "--meta", &s.meta], "pa ss:word\n");
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let bearer = format!("Authorization: Bearer {token}");
+    let basic = format!("Authorization: Basic {}", b64("carol:pa ss:word"));
+    let wrong = format!("Authorization: Basic {}", b64("carol:wrong"));
+    let status =
+        |n: &Node, h: &str| must_call(n.addr, "GET", "/v1/media?limit=1", &[h], b"").status;
+    for n in [a, b] {
+        assert_eq!(status(n, &bearer), 200, "the new token on {}", n.addr);
+        assert_eq!(status(n, &basic), 200, "carol on {}", n.addr);
+        assert_eq!(status(n, &wrong), 401, "a wrong password on {}", n.addr);
+    }
+    cli(&["token", "revoke", &token, "--meta", &s.meta], "");
+    cli(&["user", "remove", "carol", "--meta", &s.meta], "");
+    // auth_cache_ms = 500: refused everywhere well within 5 s.
+    wait_until(
+        Duration::from_secs(5),
+        "revoked token and removed user refused on both",
+        || {
+            [a, b]
+                .iter()
+                .all(|n| status(n, &bearer) == 401 && status(n, &basic) == 401)
+        },
+    );
+    for n in [a, b] {
+        assert_eq!(status(n, AUTH), 200, "the --token still works");
+    }
+}
+
+// ---------------------------------------------------------------------
+// 2. kill -9 of one node mid-upload
+// ---------------------------------------------------------------------
+
+const BIG: usize = 40 * MIB;
+
+#[test]
+fn kill_9_mid_uploads_other_node_untouched() {
+    let t0 = Instant::now();
+    let (pg, sw) = (must(shared_postgres()), must(shared_seaweed()));
+    let limits = format!("{FAST_LEASES}store_timeout_ms = 3000\n");
+    let s = Setup::new("kill9", pg, sw, &limits);
+    let (mut a, b) = (Node::start(&s, "a"), Node::start(&s, "b"));
+    let probe = Prober::start(b.addr, &["list", "put"], None);
+    let go = Arc::new(AtomicBool::new(false));
+    let wait = Duration::from_secs(120);
+    let on_a: Vec<SlowUpload> = (0..10)
+        .map(|i| SlowUpload::start(a.addr, i, BIG, &go, wait))
+        .collect();
+    let on_b: Vec<SlowUpload> = (10..20)
+        .map(|i| SlowUpload::start(b.addr, i, BIG, &go, wait))
+        .collect();
+
+    let a_ids = all_in_flight(pg, sw, &s, &a, &b);
+    let a_node = format!("{}-%", a.pid());
+
+    a.kill9();
+    let killed = Instant::now();
+    go.store(true, SeqCst);
+    // B's janitor takes A's leases over once A's heartbeat is 3 s old,
+    // aborts their multipart uploads and ends them.
+    let left =
+        format!("SELECT count(*) FROM pending WHERE node LIKE '{a_node}' OR node LIKE '%.janitor'");
+    let cleaned = wait_until(Duration::from_secs(30), "A's leases cleaned up", || {
+        sql_count(pg, &s, &left) == 0
+    });
+
+    let b_ids = b_uploads_complete(on_b, &b);
+    for (i, u) in on_a.into_iter().enumerate() {
+        let sent = u.finish();
+        if let Ok(r) = &sent.answer {
+            assert_ne!(
+                r.status, 201,
+                "upload {i} through A was stored after A died"
+            );
+        }
+    }
+    thread::sleep(Duration::from_secs(1)); // B keeps serving afterwards
+    let samples = probe.stop();
+    let put_ids = probes_all_succeeded(&samples, killed);
+
+    only_b_left(
+        pg,
+        sw,
+        &s,
+        &b,
+        &b_ids.union(&put_ids).cloned().collect(),
+        &a_ids,
+    );
+    eprintln!(
+        "kill_9_mid_uploads_other_node_untouched: A's leases cleaned {:.1?} after the kill; \
+         {} requests to B, all ok; {:?} in all",
+        cleaned,
+        samples.len(),
+        t0.elapsed()
+    );
+}
+
+/// Waits until all 20 uploads are S3 multipart uploads noted in their
+/// leases, 10 in flight on each node; A's upload ids.
+fn all_in_flight(pg: &Postgres, sw: &Seaweed, s: &Setup, a: &Node, b: &Node) -> BTreeSet<String> {
+    let noted = "SELECT count(*) FROM pending WHERE handle IS NOT NULL";
+    wait_until(
+        Duration::from_secs(90),
+        "20 multipart uploads under way",
+        || sql_count(pg, s, noted) == 20 && s3_uploads(sw, s).len() == 20,
+    );
+    assert_eq!(metric(a, "bulkwire_active_uploads"), 10);
+    assert!(metric(b, "bulkwire_active_uploads") >= 10);
+    let sql = format!(
+        "SELECT id FROM pending WHERE node LIKE '{}-%' AND handle IS NOT NULL",
+        a.pid()
+    );
+    let a_ids: BTreeSet<String> = must(pg.psql(&s.db, &sql))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(a_ids.len(), 10, "A's leases: {a_ids:?}");
+    a_ids
+}
+
+/// Only B's media (`expected`) are listed, the bucket holds exactly them,
+/// and no multipart upload or lease is left.
+fn only_b_left(
+    pg: &Postgres,
+    sw: &Seaweed,
+    s: &Setup,
+    b: &Node,
+    expected: &BTreeSet<String>,
+    a_ids: &BTreeSet<String>,
+) {
+    let listed = ids(&list_all(b));
+    assert_eq!(&listed, expected, "listed media are B's uploads exactly");
+    let keys = s3_keys(sw, s);
+    assert_eq!(keys.len(), listed.len(), "keys and listed media");
+    assert_eq!(keys, listed);
+    assert!(a_ids.is_disjoint(&keys), "an object of A's uploads remains");
+    assert_eq!(
+        s3_uploads(sw, s),
+        Vec::<String>::new(),
+        "incomplete uploads"
+    );
+    assert_eq!(
+        sql_count(pg, s, "SELECT count(*) FROM pending"),
+        0,
+        "leases"
+    );
+}
+
+/// B's 10 uploads: 201 with the sha256 of what was sent, and one of them
+/// downloaded back. Returns their ids.
+fn b_uploads_complete(on_b: Vec<SlowUpload>, b: &Node) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut first = None;
+    for (i, u) in on_b.into_iter().enumerate() {
+        let sent = u.finish();
+        let r = sent.answer.unwrap_or_else(|e| {
+            panic!(
+                "upload {i} through B: {e} (write: {:?})\n{}",
+                sent.write_error,
+                b.log_tail()
+            )
+        });
+        assert_eq!(
+            r.status,
+            201,
+            "upload {i} through B: {}\n{}",
+            r.text(),
+            b.log_tail()
+        );
+        let m = &r.json()["media"][0];
+        assert_eq!(m["sha256"], sent.sha256, "upload {i} through B");
+        assert_eq!(m["size"], BIG);
+        let id = m["id"].as_str().unwrap().to_string();
+        first.get_or_insert((id.clone(), sent.sha256));
+        out.insert(id);
+    }
+    let (id, want) = first.unwrap();
+    let r = must_call(b.addr, "GET", &format!("/v1/media/{id}"), &[AUTH], b"");
+    assert_eq!((r.status, sha256(&r.body)), (200, want));
+    out
+}
+
+/// Every probe succeeded; the ids of the probes' uploads.
+fn probes_all_succeeded(samples: &[Sample], t0: Instant) -> BTreeSet<String> {
+    let failed: Vec<String> = samples
+        .iter()
+        .filter(|s| !s.success())
+        .map(|s| s.describe(t0))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests to B failed (times from A's kill):\n{}",
+        failed.len(),
+        samples.len(),
+        failed.join("\n")
+    );
+    assert!(
+        samples.iter().any(|s| s.start > t0),
+        "no probe after the kill"
+    );
+    samples
+        .iter()
+        .filter(|s| s.kind == "put")
+        .map(|s| {
+            let r = s.got.as_ref().unwrap();
+            r.json()["media"][0]["id"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------
+// 3. PostgreSQL away for 5 s
+// ---------------------------------------------------------------------
+
+#[test]
+fn postgres_stopped_for_5s_gives_503_then_recovers() {
+    let t0 = Instant::now();
+    let mut pg = must(Postgres::start());
+    let sw = must(shared_seaweed());
+    let s = Setup::new("pgdown", &pg, sw, "store_timeout_ms = 2000\n");
+    let node = Node::start(&s, "a");
+    let r = must_call(
+        node.addr,
+        "PUT",
+        "/v1/media/kept.bin",
+        &[AUTH],
+        &payload(7, 1000),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let kept = r.json()["media"][0]["url"].as_str().unwrap().to_string();
+    let probe = Prober::start(node.addr, &["put", "list", "get", "readyz"], Some(kept));
+    thread::sleep(Duration::from_secs(2));
+
+    let stopping = Instant::now();
+    pg.stop();
+    let down = Instant::now();
+    thread::sleep(Duration::from_secs(5));
+    let starting = Instant::now();
+    must(pg.start_again());
+    let up = Instant::now();
+    thread::sleep(Duration::from_secs(7));
+    let samples = probe.stop();
+
+    let problems = outage_problems(&samples, down, starting, up);
+    assert!(
+        problems.is_empty(),
+        "(times from PostgreSQL being down, after a stop of {:.2} s; start_again at \
+         {:.2} s, up at {:.2} s)\n{}\n--- node log ---\n{}",
+        down.duration_since(stopping).as_secs_f64(),
+        starting.duration_since(down).as_secs_f64(),
+        up.duration_since(down).as_secs_f64(),
+        problems.join("\n"),
+        node.log_tail()
+    );
+    let back = recovery_delay(&samples, up);
+    // Uploads that failed during the outage left no object behind.
+    let listed = ids(&list_all(&node));
+    assert_eq!(
+        s3_keys(sw, &s),
+        listed,
+        "objects in the bucket = listed media"
+    );
+    let leases = must(pg.psql(&s.db, "SELECT id, node, handle FROM pending"));
+    let refused = samples.iter().filter(|s| s.status() == Some(503)).count();
+    eprintln!(
+        "postgres_stopped_for_5s_gives_503_then_recovers: {} requests, {refused} answered 503, \
+         first success {:.2} s after PostgreSQL was up; leases left (id|node|handle): \
+         {leases:?}; {:?} in all",
+        samples.len(),
+        back.as_secs_f64(),
+        t0.elapsed()
+    );
+}
+
+/// Everything the outage test forbids: transport errors, statuses other
+/// than success or 503, a 503 without `Retry-After`; during the outage
+/// any success; no 503 seen for some kind; after it, failures once
+/// PostgreSQL has been up for 5 s.
+fn outage_problems(
+    samples: &[Sample],
+    down: Instant,
+    starting: Instant,
+    up: Instant,
+) -> Vec<String> {
+    let mut p = Vec::new();
+    for s in samples {
+        let bad = match (s.status(), &s.got) {
+            (None, _) => true,
+            (Some(503), Ok(r)) => r.header("retry-after").is_none(),
+            _ => !s.success(),
+        };
+        let inside = s.start >= down && s.end <= starting;
+        let late_failure = s.start >= up + Duration::from_secs(5) && !s.success();
+        if bad || (inside && s.status() != Some(503)) || late_failure {
+            p.push(s.describe(down));
+        }
+    }
+    for kind in ["put", "list", "get", "readyz"] {
+        let during = samples
+            .iter()
+            .filter(|s| s.kind == kind && s.start >= down && s.end <= starting);
+        if during.count() == 0 {
+            p.push(format!("no {kind} request fell wholly inside the outage"));
+        }
+        let after = samples
+            .iter()
+            .filter(|s| s.kind == kind && s.start >= up + Duration::from_secs(5));
+        if after.count() == 0 {
+            p.push(format!("no {kind} request 5 s after the restart"));
+        }
+    }
+    p
+}
+
+/// From PostgreSQL being up to the first request that succeeded.
+fn recovery_delay(samples: &[Sample], up: Instant) -> Duration {
+    samples
+        .iter()
+        .filter(|s| s.start >= up && s.success())
+        .map(|s| s.end.duration_since(up))
+        .min()
+        .expect("a success after the restart")
+}
+
+// ---------------------------------------------------------------------
+// 4. S3 dies mid-upload
+// ---------------------------------------------------------------------
+
+#[test]
+fn s3_stopped_mid_upload_fails_that_upload_leaves_nothing() {
+    let t0 = Instant::now();
+    let mut sw = must(Seaweed::start(&default_cache()));
+    let pg = must(shared_postgres());
+    let limits = format!("{FAST_LEASES}store_timeout_ms = 2000\n");
+    let s = Setup::new("s3down", pg, &sw, &limits);
+    let node = Node::start(&s, "a");
+    let r = must_call(
+        node.addr,
+        "PUT",
+        "/v1/media/kept.bin",
+        &[AUTH],
+        &payload(8, 1000),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let kept = r.json()["media"][0]["id"].as_str().unwrap().to_string();
+
+    let go = Arc::new(AtomicBool::new(false)); // never: it trickles on
+    let up = SlowUpload::start(node.addr, 99, BIG, &go, Duration::from_secs(90));
+    let noted = "SELECT count(*) FROM pending WHERE handle IS NOT NULL";
+    wait_until(
+        Duration::from_secs(60),
+        "the multipart upload under way",
+        || sql_count(pg, &s, noted) == 1 && s3_uploads(&sw, &s).len() == 1,
+    );
+    let big = must(pg.psql(&s.db, "SELECT id FROM pending WHERE handle IS NOT NULL"));
+    let big = big.trim().to_string();
+
+    sw.kill();
+    let killed = Instant::now();
+    let r = must_call(node.addr, "GET", "/readyz", &[], b"");
+    assert_eq!(r.status, 503, "/readyz with S3 down: {}", r.text());
+    assert!(r.header("retry-after").is_some(), "{}", r.head);
+    let download = observe_download(&node, &kept);
+    let (how, write_error) = upload_fails(up, killed);
+    eprintln!("s3_stopped_mid_upload: in-flight upload {how}; write side: {write_error:?}");
+    let listed = ids(&list_all(&node));
+    assert_eq!(
+        listed,
+        BTreeSet::from([kept.clone()]),
+        "the failed upload is not listed"
+    );
+
+    // S3 stays away until the node has given up removing what the upload
+    // left (it logs a warning), or at most the S3 client's retry_timeout
+    // (30 s) and a margin: an outage longer than the node's own retries,
+    // so that what happens next does not depend on how fast S3 restarts.
+    let gave_up = wait_for_log(
+        &node,
+        "cleaning up a failed upload",
+        Duration::from_secs(35),
+    );
+    must(sw.start_again());
+    let cleaned = nothing_left(pg, &sw, &s, &node, &kept, &big, gave_up);
+    serves_uploads_again(&node);
+    eprintln!(
+        "s3_stopped_mid_upload_fails_that_upload_leaves_nothing: download during the \
+         outage: {}; bucket clean {:.1?} after S3 was back; {:?} in all",
+        download.join().unwrap(),
+        cleaned,
+        t0.elapsed()
+    );
+}
+
+/// A download of `id` while S3 is away, on a thread: what it got, and
+/// when (observed, not asserted).
+fn observe_download(node: &Node, id: &str) -> JoinHandle<String> {
+    let (addr, path) = (node.addr, format!("/v1/media/{id}"));
+    thread::spawn(move || {
+        let t = Instant::now();
+        match call(addr, "GET", &path, &[AUTH], b"") {
+            Ok(r) => format!("{} after {:.1?}", r.text(), t.elapsed()),
+            Err(e) => format!("{e} after {:.1?}", t.elapsed()),
+        }
+    })
+}
+
+/// The upload in flight when S3 died must fail: a 503 answer, or the
+/// connection closed. How it failed, and the writer's side.
+fn upload_fails(up: SlowUpload, killed: Instant) -> (String, Option<String>) {
+    let sent = up.finish();
+    let after = killed.elapsed();
+    let how = match &sent.answer {
+        Ok(r) => {
+            // S3 unreachable is the store being away, not broken: 503
+            // with Retry-After, as for PostgreSQL.
+            assert_eq!(
+                r.status,
+                503,
+                "the upload during the S3 outage: {}",
+                r.text()
+            );
+            assert!(
+                r.head.to_ascii_lowercase().contains("\r\nretry-after:"),
+                "503 without Retry-After: {}",
+                r.head
+            );
+            let line = r.head.lines().next().unwrap_or("");
+            format!("answered {line} after {after:.1?}: {}", r.text())
+        }
+        Err(e) => format!("got no answer ({e}) after {after:.1?}"),
+    };
+    (how, sent.write_error)
+}
+
+/// Within 30 s of S3 being back: no incomplete multipart upload, no
+/// object but `kept`, no lease. How long it took.
+fn nothing_left(
+    pg: &Postgres,
+    sw: &Seaweed,
+    s: &Setup,
+    node: &Node,
+    kept: &str,
+    big: &str,
+    gave_up: bool,
+) -> Duration {
+    let back = Instant::now();
+    let only_kept = BTreeSet::from([kept.to_string()]);
+    let clean = || {
+        s3_uploads(sw, s).is_empty()
+            && s3_keys(sw, s) == only_kept
+            && sql_count(pg, s, "SELECT count(*) FROM pending") == 0
+    };
+    while !clean() {
+        assert!(
+            back.elapsed() < Duration::from_secs(30),
+            "30 s after S3 came back (the node's own cleanup {}), the failed upload {big} \
+             still left:\n{}\n--- node log ---\n{}",
+            if gave_up {
+                "had given up"
+            } else {
+                "had not logged giving up"
+            },
+            leftovers(pg, sw, s),
+            node.log_tail()
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    back.elapsed()
+}
+
+/// Waits for `needle` in the node's log; false when it did not come.
+fn wait_for_log(node: &Node, needle: &str, within: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < within {
+        if std::fs::read_to_string(&node.log).is_ok_and(|l| l.contains(needle)) {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+/// What the stores still hold: leases, heartbeats, incomplete uploads,
+/// objects.
+fn leftovers(pg: &Postgres, sw: &Seaweed, s: &Setup) -> String {
+    let leases = must(pg.psql(&s.db, "SELECT id, node, handle, started FROM pending"));
+    let nodes = must(pg.psql(&s.db, "SELECT node, heartbeat, now() FROM nodes"));
+    format!(
+        "pending (id|node|handle|started):\n{leases}\nnodes (node|heartbeat|now):\n{nodes}\n\
+         incomplete multipart uploads: {:?}\nobjects: {:?}",
+        s3_uploads(sw, s),
+        s3_keys(sw, s)
+    )
+}
+
+/// A small and a multipart upload succeed, and read back identical.
+fn serves_uploads_again(node: &Node) {
+    for (i, n) in [(0u64, 3000), (1, PART + 7)] {
+        let data = payload(500 + i, n);
+        let r = must_call(
+            node.addr,
+            "PUT",
+            &format!("/v1/media/after-{i}.bin"),
+            &[AUTH],
+            &data,
+        );
+        assert_eq!(r.status, 201, "upload after S3 came back: {}", r.text());
+        let url = r.json()["media"][0]["url"].as_str().unwrap().to_string();
+        let back = must_call(node.addr, "GET", &url, &[AUTH], b"");
+        assert_eq!((back.status, sha256(&back.body)), (200, sha256(&data)));
+    }
+}
