@@ -1308,3 +1308,65 @@ fn serves_uploads_again(node: &Node) {
         assert_eq!((back.status, sha256(&back.body)), (200, sha256(&data)));
     }
 }
+
+/// `bulkwire load` with both nodes as `--target`s, round-robin: each node
+/// takes its share, nothing fails, and every stored upload is listed by
+/// both nodes and downloads, through the other node, to the bytes sent.
+#[test]
+fn load_drives_both_nodes_and_every_upload_verifies() {
+    let (pg, sw) = (must(shared_postgres()), must(shared_seaweed()));
+    let s = Setup::new("load", pg, sw, "");
+    let (a, b) = (Node::start(&s, "a"), Node::start(&s, "b"));
+    // SeaweedFS allocates a new bucket's volumes on its first write (about
+    // a second, measured): one upload per node first, so that the shares
+    // below measure the nodes, not that.
+    for n in [&a, &b] {
+        let r = must_call(n.addr, "PUT", "/v1/media/warm.bin", &[AUTH], b"warm");
+        assert_eq!(r.status, 201, "{}", r.text());
+        let id = r.json()["media"][0]["id"].as_str().unwrap().to_string();
+        let r = must_call(n.addr, "DELETE", &format!("/v1/media/{id}"), &[AUTH], b"");
+        assert_eq!(r.status, 204, "{}", r.text());
+    }
+    let data = payload(7, 256 * 1024);
+    let file = s.dir.join("load.bin");
+    std::fs::write(&file, &data).unwrap();
+    let json = s.dir.join("load.json");
+    const N: usize = 200;
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkwire"))
+        .args(["load", &a.url("/v1/media"), "--target", &b.url("/v1/media")])
+        .args(["--scenario", "formdata", "--file", file.to_str().unwrap()])
+        .args(["--token", TOKEN, "-c", "4", "-n", &N.to_string()])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["errors"], 0, "{r}");
+    assert_eq!(r["ok"], N as u64, "{r}");
+    let targets = r["targets"].as_array().expect("a per-target breakdown");
+    assert_eq!(targets.len(), 2);
+    for t in targets {
+        // Two connections each, closed loop: each node takes a real share.
+        let n = t["requests"].as_u64().unwrap();
+        assert!(n >= N as u64 / 4, "one node got only {n} of {N}: {r}");
+        assert_eq!(t["errors"], 0, "{r}");
+    }
+    // Both nodes list the same N uploads; each verifies by sha256, read
+    // back through the node that did not necessarily store it.
+    let (on_a, on_b) = (list_all(&a), list_all(&b));
+    assert_eq!(on_a.len(), N);
+    assert_eq!(ids(&on_a), ids(&on_b));
+    let want = sha256(&data);
+    for (i, m) in on_b.iter().enumerate() {
+        assert_eq!(m["sha256"], want.as_str());
+        let via = if i % 2 == 0 { &a } else { &b };
+        let got = must_call(via.addr, "GET", m["url"].as_str().unwrap(), &[AUTH], b"");
+        assert_eq!(got.status, 200, "{}", got.head);
+        assert_eq!(sha256(&got.body), want, "upload {} read back", m["id"]);
+    }
+    assert_eq!(s3_keys(sw, &s).len(), N, "one object per upload");
+}
