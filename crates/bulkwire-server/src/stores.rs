@@ -150,9 +150,15 @@ fn redact(url: &str) -> String {
     }
 }
 
-/// Both stores.
+/// Both stores, each of which must answer: a server that cannot reach one
+/// at start says which and why, in one line, and does not start.
 pub async fn open(config: &Config) -> Result<(Arc<dyn BlobStore>, Arc<dyn MetaStore>), String> {
     let blobs = open_blobs(config)?;
+    // S3 clients connect lazily: ask once, as `/readyz` does.
+    blobs
+        .ready()
+        .await
+        .map_err(|e| format!("blob store: {e}"))?;
     let meta = open_meta(config).await?;
     Ok((blobs, meta))
 }
