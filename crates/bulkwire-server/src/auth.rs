@@ -137,7 +137,7 @@ pub struct Auth {
     users: Vec<(String, Digest32)>,
     cache: Cache,
     /// Argon2 verifications running at once.
-    hashing: Semaphore,
+    hashing: std::sync::Arc<Semaphore>,
 }
 
 impl Auth {
@@ -162,7 +162,7 @@ impl Auth {
                 Duration::from_millis(limits.auth_cache_ms),
                 limits.auth_cache_entries,
             ),
-            hashing: Semaphore::new(limits.password_checks),
+            hashing: std::sync::Arc::new(Semaphore::new(limits.password_checks)),
         };
         import_token_file(meta, data).await?;
         if !auth.tokens.is_empty() || !auth.users.is_empty() {
@@ -249,12 +249,18 @@ impl Auth {
     /// One Argon2 verification on the blocking pool, within
     /// `password_checks`.
     async fn verify(&self, hash: String, password: Vec<u8>) -> bool {
-        let Ok(_permit) = self.hashing.acquire().await else {
+        let Ok(permit) = self.hashing.clone().acquire_owned().await else {
             return false;
         };
-        tokio::task::spawn_blocking(move || verify_password(&hash, &password))
-            .await
-            .unwrap_or(false)
+        // The permit goes with the hash: should this request be dropped
+        // mid-wait, the hash still counts until it ends.
+        tokio::task::spawn_blocking(move || {
+            let ok = verify_password(&hash, &password);
+            drop(permit);
+            ok
+        })
+        .await
+        .unwrap_or(false)
     }
 }
 

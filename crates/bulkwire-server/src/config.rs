@@ -297,10 +297,15 @@ impl Limits {
             ("lease_ms", self.lease_ms),
             ("janitor_interval_ms", self.janitor_interval_ms),
         ];
-        match zero.iter().find(|(_, v)| *v == 0) {
-            Some((n, _)) => Err(format!("limits.{n} must be > 0")),
-            None => Ok(()),
+        if let Some((n, _)) = zero.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("limits.{n} must be > 0"));
         }
+        // Heartbeats come every sixth of it and SQLite keeps whole seconds:
+        // shorter, a node could see its own live uploads as expired.
+        if self.lease_ms < 2000 {
+            return Err("limits.lease_ms must be >= 2000".into());
+        }
+        Ok(())
     }
 
     /// The codec's limits for one `multipart/form-data` body.

@@ -240,6 +240,14 @@ impl MetaStore for MeteredMeta {
     ) -> BoxFut<'a, Result<(), MetaError>> {
         timed(self.h("lease"), self.inner.lease_note(id, node, handle))
     }
+    fn lease_move<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a str,
+        to: &'a str,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h("lease"), self.inner.lease_move(id, from, to))
+    }
     fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         timed(self.h("lease"), self.inner.release(id, node))
     }

@@ -439,9 +439,12 @@ impl Ingest {
     pub async fn commit(mut self) -> Result<(Vec<MediaRecord>, Vec<(String, String)>), ApiError> {
         let files = std::mem::take(&mut self.files);
         let n = files.len();
+        let ids: std::collections::HashSet<String> = files.iter().map(|f| f.id.clone()).collect();
         let records = self.state.meta.insert(files, &self.state.node).await?;
-        // The insert ended the leases in its transaction.
-        for l in &self.leases {
+        // The insert ended these leases in its transaction. Files begun and
+        // then dropped (an empty file input, an unreferenced attachment)
+        // were not inserted: their leases drop unended and clean up.
+        for l in self.leases.iter().filter(|l| ids.contains(l.id())) {
             l.end();
         }
         self.state.metrics.files_stored.fetch_add(n as u64, Relaxed);

@@ -156,6 +156,14 @@ async fn claims(m: &dyn MetaStore) {
         m.release(&p.id, &j).await.unwrap();
     }
     m.insert(vec![row(&mine)], &live).await.unwrap();
+    // A moved lease is no longer its node's: that node cannot commit.
+    let x = new_id();
+    m.lease(&x, &live).await.unwrap();
+    assert!(m.lease_move(&x, &live, &j).await.unwrap());
+    assert!(!m.lease_move(&x, &live, &j).await.unwrap(), "moved already");
+    assert!(m.insert(vec![row(&x)], &live).await.is_err());
+    m.release(&x, &j).await.unwrap();
+    assert!(!m.lease_move(&x, &j, &live).await.unwrap(), "released");
     // A batch limit is honoured.
     let many: Vec<String> = (0..3).map(|_| new_id()).collect();
     for id in &many {
@@ -260,4 +268,45 @@ pub async fn janitor(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {
     assert!(!lost_left, "the dead node's blob is gone");
     // The live node can still commit its upload.
     m.insert(vec![row(&kept)], &live).await.unwrap();
+    dropped_leases(m, b).await;
+}
+
+/// A lease dropped unended: its cleanup removes the upload's blob, unless
+/// the row committed (its caller went away, or saw an error, after the
+/// commit): then the blob is the row's and stays.
+async fn dropped_leases(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {
+    let node = new_id();
+    let leases = Leases::new(m.clone(), b.clone(), node.as_str().into());
+    let (committed, failed) = (new_id(), new_id());
+    for id in [&committed, &failed] {
+        let lease = leases.take(id).await.unwrap();
+        write_blob(&*b, lease.clone(), b"data", 4).await;
+        if id == &committed {
+            m.insert(vec![row(id)], &node).await.unwrap();
+        }
+        drop(lease);
+    }
+    let gone = |id: String| {
+        let b = b.clone();
+        async move {
+            match b.open(&id, 0, 4).await {
+                Err(_) => true,
+                Ok(mut s) => !matches!(s.next().await, Some(Ok(c)) if !c.is_empty()),
+            }
+        }
+    };
+    let t = std::time::Instant::now();
+    while !gone(failed.clone()).await {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the failed upload's blob stays"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        read(&*b, &committed, 0, 4).await,
+        b"data",
+        "a committed row's blob"
+    );
+    assert!(m.get(&committed).await.unwrap().is_some());
 }

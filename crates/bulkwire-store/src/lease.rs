@@ -86,25 +86,43 @@ impl Leases {
         }
     }
 
-    /// Retries the cleanups that failed; returns how many succeeded.
+    /// Leaves the cleanup of this node's lease on `id` (a deletion whose
+    /// blob could not be removed) to the janitor's next round.
+    pub fn retry_later(&self, id: &str) {
+        self.keep_failed(id.to_string(), None);
+    }
+
+    /// Retries the cleanups that failed; returns how many were handed on.
     pub async fn retry_failed(&self) -> usize {
         let todo = std::mem::take(&mut *self.failed.lock().unwrap_or_else(|p| p.into_inner()));
         let mut done = 0;
         for (id, handle) in todo {
-            match clean(
-                &*self.meta,
-                &*self.blobs,
-                &id,
-                handle.as_deref(),
-                &self.node,
-            )
-            .await
-            {
+            match self.clean_own(&id, handle.as_deref()).await {
                 Ok(()) => done += 1,
                 Err(_) => self.keep_failed(id, handle),
             }
         }
         done
+    }
+
+    /// Cleans up after one of this node's own uploads. The lease moves to
+    /// this node's janitor first, in one statement: if it is no longer the
+    /// node's, the insert that commits the upload's row ended it (the row
+    /// may have committed even though its caller saw an error or went
+    /// away), and the bytes are the row's: nothing is touched. Once moved,
+    /// no insert can commit, and what is left is the janitor's: aborted
+    /// here, and retried by the janitor's sweep (it takes its own leases
+    /// each round) should that fail. An error means the lease could not be
+    /// moved (the metadata store is away): the caller keeps it for later.
+    async fn clean_own(&self, id: &str, handle: Option<&str>) -> Result<(), MetaError> {
+        let me = janitor_id(&self.node);
+        if !self.meta.lease_move(id, &self.node, &me).await? {
+            return Ok(());
+        }
+        if let Err(e) = clean(&*self.meta, &*self.blobs, id, handle, &me).await {
+            tracing::warn!(id, "cleaning up a failed upload: {e} (the janitor retries)");
+        }
+        Ok(())
     }
 }
 
@@ -187,9 +205,8 @@ impl Drop for Lease {
         let id = std::mem::take(&mut self.id);
         let handle = self.handle.lock().unwrap_or_else(|p| p.into_inner()).take();
         rt.spawn(async move {
-            let (m, b) = (&*owner.meta, &*owner.blobs);
-            if let Err(e) = clean(m, b, &id, handle.as_deref(), &owner.node).await {
-                tracing::warn!(id, "cleaning up a failed upload: {e} (the janitor retries)");
+            if let Err(e) = owner.clean_own(&id, handle.as_deref()).await {
+                tracing::warn!(id, "cleaning up a failed upload: {e} (retried next round)");
                 owner.keep_failed(id, handle);
             }
         });
@@ -267,27 +284,36 @@ pub async fn sweep_expired(
 /// and retried: a metadata store that is away for a while must not stop the
 /// node.
 pub async fn janitor(leases: Leases, times: JanitorTimes) {
-    let (meta, blobs, node) = (&*leases.meta, &*leases.blobs, &*leases.node);
-    let me = janitor_id(node);
-    let mut beat = tokio::time::interval(times.heartbeat());
-    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_sweep = tokio::time::Instant::now();
+    // Two loops in one task: a sweep that waits on a slow store must not
+    // delay the heartbeat past the expiry, or other nodes' janitors would
+    // take over this live node's uploads.
+    tokio::join!(beat(&leases, times), sweep(&leases, times));
+}
+
+async fn beat(leases: &Leases, times: JanitorTimes) {
+    let mut tick = tokio::time::interval(times.heartbeat());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        beat.tick().await;
-        if let Err(e) = heartbeat(meta, node).await {
+        tick.tick().await;
+        if let Err(e) = heartbeat(&*leases.meta, &leases.node).await {
             tracing::warn!("heartbeat: {e}");
         }
-        if last_sweep.elapsed() < times.interval {
-            continue;
-        }
-        last_sweep = tokio::time::Instant::now();
+    }
+}
+
+async fn sweep(leases: &Leases, times: JanitorTimes) {
+    let (meta, blobs, node) = (&*leases.meta, &*leases.blobs, &*leases.node);
+    let mut tick = tokio::time::interval(times.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
         let retried = leases.retry_failed().await;
         match sweep_expired(meta, blobs, node, times.expiry).await {
             Ok(n) if n + retried > 0 => tracing::info!(
-                "janitor: removed the leftovers of {n} expired and {retried} failed upload(s)"
+                "janitor: removed the leftovers of {n} expired upload(s), handed on {retried} failed cleanup(s)"
             ),
             Ok(_) => {}
-            Err(e) => tracing::warn!("janitor: {e} (`{me}` retries next round)"),
+            Err(e) => tracing::warn!("janitor: {e} (retried next round)"),
         }
     }
 }

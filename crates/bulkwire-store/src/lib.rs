@@ -284,6 +284,17 @@ pub trait MetaStore: Send + Sync + 'static {
         handle: &'a str,
     ) -> BoxFut<'a, Result<(), MetaError>>;
 
+    /// Moves `from`'s lease on `id` to `to`; `false` if it is not
+    /// `from`'s (an insert ended it, or a janitor took it). Taking the
+    /// lease before touching the bytes is what keeps a cleanup from
+    /// removing a blob whose row has just committed.
+    fn lease_move<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a str,
+        to: &'a str,
+    ) -> BoxFut<'a, Result<bool, MetaError>>;
+
     /// Ends `node`'s lease on `id` (its leftovers are gone).
     fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>>;
 

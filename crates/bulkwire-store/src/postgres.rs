@@ -666,6 +666,18 @@ impl MetaStore for PgMeta {
         })
     }
 
+    fn lease_move<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a str,
+        to: &'a str,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        Box::pin(async move {
+            let sql = "UPDATE pending SET node = $3 WHERE id = $1 AND node = $2";
+            Ok(self.execute(sql, &[&id, &from, &to]).await? == 1)
+        })
+    }
+
     fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         Box::pin(async move { self.execute(END_LEASE, &[&id, &node]).await.map(drop) })
     }

@@ -690,10 +690,16 @@ impl S3Writer {
 
     /// Waits for the part in flight; its error is the caller's.
     async fn settle(&mut self) -> io::Result<()> {
-        let Some(h) = self.inflight.take() else {
+        // Awaited in place, taken only once finished: a caller that is
+        // cancelled here leaves the task in `inflight`, where `Drop` finds
+        // it (a detached part upload would hold its bytes outside the
+        // memory budget).
+        let Some(h) = self.inflight.as_mut() else {
             return Ok(());
         };
-        let part = h.await.map_err(|e| self.error("put_part", e))??;
+        let joined = h.await;
+        self.inflight = None;
+        let part = joined.map_err(|e| self.error("put_part", e))??;
         self.parts.push(part);
         Ok(())
     }

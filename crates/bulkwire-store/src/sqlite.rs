@@ -511,6 +511,21 @@ impl MetaStore for SqliteMeta {
         })
     }
 
+    fn lease_move<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a str,
+        to: &'a str,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        let (id, from, to) = (id.to_string(), from.to_string(), to.to_string());
+        self.relaxed(move |c| {
+            let n = c
+                .prepare_cached("UPDATE pending SET node = ?3 WHERE id = ?1 AND node = ?2")?
+                .execute(params![id, from, to])?;
+            Ok(n == 1)
+        })
+    }
+
     fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         let (id, node) = (id.to_string(), node.to_string());
         self.relaxed(move |c| {

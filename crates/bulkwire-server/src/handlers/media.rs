@@ -308,11 +308,13 @@ pub async fn delete(state: &Arc<AppState>, id: &str) -> Result<Response, ApiErro
     match state.blobs.delete(&m.id).await {
         Ok(()) => {
             if let Err(e) = state.meta.release(&m.id, &state.node).await {
-                tracing::warn!(id = %m.id, error = %e, "lease not released; the janitor will");
+                tracing::warn!(id = %m.id, error = %e, "lease not released; the janitor retries");
+                state.leases.retry_later(&m.id);
             }
         }
         Err(e) => {
-            tracing::warn!(id = %m.id, error = %e, "blob not removed; the janitor will retry once this node's lease expires");
+            tracing::warn!(id = %m.id, error = %e, "blob not removed; the janitor retries");
+            state.leases.retry_later(&m.id);
         }
     }
     let mut r = Response::new(empty());
