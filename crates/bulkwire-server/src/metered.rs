@@ -30,10 +30,37 @@ const META_OPS: [&str; 9] = [
     "insert", "get", "list", "delete", "auth", "lease", "janitor", "ready", "admin",
 ];
 
+/// Indices into [`META_OPS`]: a call's histogram is found without a
+/// string comparison.
+#[derive(Clone, Copy)]
+enum MetaOp {
+    Insert,
+    Get,
+    List,
+    Delete,
+    Auth,
+    Lease,
+    Janitor,
+    Ready,
+    Admin,
+}
+
 /// Blob operations, as labelled.
 const BLOB_OPS: [&str; 7] = [
     "begin", "write", "commit", "open", "delete", "abort", "ready",
 ];
+
+/// Indices into [`BLOB_OPS`].
+#[derive(Clone, Copy)]
+enum BlobOp {
+    Begin,
+    Write,
+    Commit,
+    Open,
+    Delete,
+    Abort,
+    Ready,
+}
 
 #[derive(Debug, Default)]
 struct Histo {
@@ -114,14 +141,12 @@ impl StoreStats {
         }
     }
 
-    fn meta_op(&self, op: &str) -> &Histo {
-        let i = META_OPS.iter().position(|o| *o == op).unwrap_or(0);
-        &self.meta[i]
+    fn meta_op(&self, op: MetaOp) -> &Histo {
+        &self.meta[op as usize]
     }
 
-    fn blob_op(&self, op: &str) -> &Histo {
-        let i = BLOB_OPS.iter().position(|o| *o == op).unwrap_or(0);
-        &self.blobs[i]
+    fn blob_op(&self, op: BlobOp) -> &Histo {
+        &self.blobs[op as usize]
     }
 }
 
@@ -163,7 +188,7 @@ struct MeteredMeta {
 }
 
 impl MeteredMeta {
-    fn h(&self, op: &str) -> &Histo {
+    fn h(&self, op: MetaOp) -> &Histo {
         self.stats.meta_op(op)
     }
 }
@@ -174,25 +199,25 @@ impl MetaStore for MeteredMeta {
         rows: Vec<NewMedia>,
         node: &'a str,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
-        timed(self.h("insert"), self.inner.insert(rows, node))
+        timed(self.h(MetaOp::Insert), self.inner.insert(rows, node))
     }
     fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        timed(self.h("get"), self.inner.get(id))
+        timed(self.h(MetaOp::Get), self.inner.get(id))
     }
     fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
-        timed(self.h("list"), self.inner.list(after, limit))
+        timed(self.h(MetaOp::List), self.inner.list(after, limit))
     }
     fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h("delete"), self.inner.delete(id, node))
+        timed(self.h(MetaOp::Delete), self.inner.delete(id, node))
     }
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
-        timed(self.h("admin"), self.inner.all_ids())
+        timed(self.h(MetaOp::Admin), self.inner.all_ids())
     }
     fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
-        timed(self.h("ready"), self.inner.ready())
+        timed(self.h(MetaOp::Ready), self.inner.ready())
     }
     fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
-        timed(self.h("admin"), self.inner.describe())
+        timed(self.h(MetaOp::Admin), self.inner.describe())
     }
     fn exclusive(&self) -> bool {
         self.inner.exclusive()
@@ -201,16 +226,16 @@ impl MetaStore for MeteredMeta {
         self.inner.backend()
     }
     fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
-        timed(self.h("admin"), self.inner.token_add(digest, label))
+        timed(self.h(MetaOp::Admin), self.inner.token_add(digest, label))
     }
     fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
-        timed(self.h("auth"), self.inner.token_known(digest))
+        timed(self.h(MetaOp::Auth), self.inner.token_known(digest))
     }
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
-        timed(self.h("admin"), self.inner.tokens())
+        timed(self.h(MetaOp::Admin), self.inner.tokens())
     }
     fn token_revoke<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h("admin"), self.inner.token_revoke(id))
+        timed(self.h(MetaOp::Admin), self.inner.token_revoke(id))
     }
     fn user_set<'a>(
         &'a self,
@@ -218,19 +243,19 @@ impl MetaStore for MeteredMeta {
         hash: &'a str,
         mode: UserSet,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h("admin"), self.inner.user_set(name, hash, mode))
+        timed(self.h(MetaOp::Admin), self.inner.user_set(name, hash, mode))
     }
     fn user_hash<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<String>, MetaError>> {
-        timed(self.h("auth"), self.inner.user_hash(name))
+        timed(self.h(MetaOp::Auth), self.inner.user_hash(name))
     }
     fn user_remove<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h("admin"), self.inner.user_remove(name))
+        timed(self.h(MetaOp::Admin), self.inner.user_remove(name))
     }
     fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>> {
-        timed(self.h("admin"), self.inner.users())
+        timed(self.h(MetaOp::Admin), self.inner.users())
     }
     fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
-        timed(self.h("lease"), self.inner.lease(id, node))
+        timed(self.h(MetaOp::Lease), self.inner.lease(id, node))
     }
     fn lease_note<'a>(
         &'a self,
@@ -238,7 +263,10 @@ impl MetaStore for MeteredMeta {
         node: &'a str,
         handle: &'a str,
     ) -> BoxFut<'a, Result<(), MetaError>> {
-        timed(self.h("lease"), self.inner.lease_note(id, node, handle))
+        timed(
+            self.h(MetaOp::Lease),
+            self.inner.lease_note(id, node, handle),
+        )
     }
     fn lease_move<'a>(
         &'a self,
@@ -246,13 +274,13 @@ impl MetaStore for MeteredMeta {
         from: &'a str,
         to: &'a str,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h("lease"), self.inner.lease_move(id, from, to))
+        timed(self.h(MetaOp::Lease), self.inner.lease_move(id, from, to))
     }
     fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
-        timed(self.h("lease"), self.inner.release(id, node))
+        timed(self.h(MetaOp::Lease), self.inner.release(id, node))
     }
     fn heartbeat<'a>(&'a self, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
-        timed(self.h("janitor"), self.inner.heartbeat(node))
+        timed(self.h(MetaOp::Janitor), self.inner.heartbeat(node))
     }
     fn claim_expired<'a>(
         &'a self,
@@ -261,7 +289,7 @@ impl MetaStore for MeteredMeta {
         limit: usize,
     ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
         timed(
-            self.h("janitor"),
+            self.h(MetaOp::Janitor),
             self.inner.claim_expired(node, expiry, limit),
         )
     }
@@ -279,7 +307,11 @@ impl BlobStore for MeteredBlobs {
         lease: Arc<Lease>,
     ) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>> {
         Box::pin(async move {
-            let w = timed(self.stats.blob_op("begin"), self.inner.begin(id, lease)).await?;
+            let w = timed(
+                self.stats.blob_op(BlobOp::Begin),
+                self.inner.begin(id, lease),
+            )
+            .await?;
             let w = MeteredWriter {
                 inner: w,
                 stats: self.stats.clone(),
@@ -293,23 +325,29 @@ impl BlobStore for MeteredBlobs {
         offset: u64,
         len: u64,
     ) -> BoxFut<'a, std::io::Result<BlobStream>> {
-        timed(self.stats.blob_op("open"), self.inner.open(id, offset, len))
+        timed(
+            self.stats.blob_op(BlobOp::Open),
+            self.inner.open(id, offset, len),
+        )
     }
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<()>> {
-        timed(self.stats.blob_op("delete"), self.inner.delete(id))
+        timed(self.stats.blob_op(BlobOp::Delete), self.inner.delete(id))
     }
     fn abort<'a>(
         &'a self,
         id: &'a str,
         handle: Option<&'a str>,
     ) -> BoxFut<'a, std::io::Result<()>> {
-        timed(self.stats.blob_op("abort"), self.inner.abort(id, handle))
+        timed(
+            self.stats.blob_op(BlobOp::Abort),
+            self.inner.abort(id, handle),
+        )
     }
     fn upload_memory(&self) -> u64 {
         self.inner.upload_memory()
     }
     fn ready(&self) -> BoxFut<'_, std::io::Result<()>> {
-        timed(self.stats.blob_op("ready"), self.inner.ready())
+        timed(self.stats.blob_op(BlobOp::Ready), self.inner.ready())
     }
     fn describe(&self) -> BoxFut<'_, std::io::Result<String>> {
         self.inner.describe()
@@ -332,7 +370,7 @@ struct MeteredWriter {
 
 impl BlobWriter for MeteredWriter {
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, std::io::Result<()>> {
-        timed(self.stats.blob_op("write"), self.inner.write(chunks))
+        timed(self.stats.blob_op(BlobOp::Write), self.inner.write(chunks))
     }
     fn commit(self: Box<Self>) -> BoxFut<'static, std::io::Result<()>> {
         let stats = self.stats;
@@ -340,7 +378,9 @@ impl BlobWriter for MeteredWriter {
         Box::pin(async move {
             let t = Instant::now();
             let r = f.await;
-            stats.blob_op("commit").observe(t.elapsed(), r.is_ok());
+            stats
+                .blob_op(BlobOp::Commit)
+                .observe(t.elapsed(), r.is_ok());
             r
         })
     }

@@ -68,15 +68,6 @@ impl Leases {
         }))
     }
 
-    pub fn node(&self) -> &Arc<str> {
-        &self.node
-    }
-
-    /// Cleanups waiting for a retry.
-    pub fn failed(&self) -> usize {
-        self.failed.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
     fn keep_failed(&self, id: String, handle: Option<String>) {
         let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
         if f.len() < FAILED_CAP {
@@ -161,10 +152,6 @@ impl Lease {
 
     pub fn id(&self) -> &str {
         &self.id
-    }
-
-    pub fn node(&self) -> &str {
-        self.owner.as_ref().map_or("detached", |o| &o.node)
     }
 
     /// Records the backend's handle for the temporary object before any of

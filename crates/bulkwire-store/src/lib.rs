@@ -35,7 +35,7 @@ pub use lease::{Lease, Leases};
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};
 #[cfg(feature = "s3")]
 pub use s3::{S3BlobStore, S3Config};
-pub use sqlite::{SqliteMeta, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION};
+pub use sqlite::SqliteMeta;
 
 use bytes::Bytes;
 use futures_core::Stream;
