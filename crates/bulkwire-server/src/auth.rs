@@ -25,7 +25,7 @@
 //! stop working when the flag is removed).
 
 use crate::config::{Limits, User};
-use crate::store::{MetaError, MetaStore, UserSet};
+use crate::store::{token_id, MetaError, MetaStore, UserSet};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use base64::Engine;
@@ -186,18 +186,31 @@ impl Auth {
         meta: &dyn MetaStore,
         header: Option<&[u8]>,
     ) -> Result<bool, MetaError> {
+        Ok(self.identify(meta, header).await?.is_some())
+    }
+
+    /// Who the `Authorization` header names, if it is accepted:
+    /// `token:ID` (the token's id, never the token) or `user:NAME`. Open
+    /// resumable uploads are counted per identity.
+    pub async fn identify(
+        &self,
+        meta: &dyn MetaStore,
+        header: Option<&[u8]>,
+    ) -> Result<Option<String>, MetaError> {
         let Some((scheme, cred)) = header.and_then(split_scheme) else {
-            return Ok(false);
+            return Ok(None);
         };
         if scheme.eq_ignore_ascii_case(b"bearer") {
-            self.check_token(meta, cred).await
+            let ok = self.check_token(meta, cred).await?;
+            Ok(ok.then(|| format!("token:{}", token_id(&digest(cred)))))
         } else if scheme.eq_ignore_ascii_case(b"basic") {
-            match basic(cred) {
-                Some((name, password)) => self.check_user(meta, &name, &password).await,
-                None => Ok(false),
-            }
+            let Some((name, password)) = basic(cred) else {
+                return Ok(None);
+            };
+            let ok = self.check_user(meta, &name, &password).await?;
+            Ok(ok.then(|| format!("user:{name}")))
         } else {
-            Ok(false)
+            Ok(None)
         }
     }
 

@@ -224,6 +224,18 @@ pub struct Limits {
     pub lease_ms: u64,
     /// How often each node's janitor looks for expired leases.
     pub janitor_interval_ms: u64,
+    /// Bytes of a resumable upload's `Upload-Metadata` header.
+    pub upload_metadata_bytes: usize,
+    /// Unfinished resumable uploads one credential may have at once.
+    pub open_uploads: usize,
+    /// Seconds a resumable upload lives after its last request (tus
+    /// `Upload-Expires`); then the janitor removes it and what it stored.
+    pub upload_expiry_s: u64,
+    /// A resumable upload's bytes are made durable, and its offset saved,
+    /// at least every this many bytes of a request's body (and at its end).
+    pub upload_sync_bytes: u64,
+    /// Partial uploads one tus concatenation may name.
+    pub concat_uploads: usize,
 }
 
 impl Default for Limits {
@@ -265,6 +277,11 @@ impl Default for Limits {
             store_timeout_ms: 5_000,
             lease_ms: 60_000,
             janitor_interval_ms: 20_000,
+            upload_metadata_bytes: 4096,
+            open_uploads: 100,
+            upload_expiry_s: 24 * 3600,
+            upload_sync_bytes: 8 << 20,
+            concat_uploads: 256,
         }
     }
 }
@@ -296,6 +313,10 @@ impl Limits {
             ("store_timeout_ms", self.store_timeout_ms),
             ("lease_ms", self.lease_ms),
             ("janitor_interval_ms", self.janitor_interval_ms),
+            ("open_uploads", self.open_uploads as u64),
+            ("upload_expiry_s", self.upload_expiry_s),
+            ("upload_sync_bytes", self.upload_sync_bytes),
+            ("concat_uploads", self.concat_uploads as u64),
         ];
         if let Some((n, _)) = zero.iter().find(|(_, v)| *v == 0) {
             return Err(format!("limits.{n} must be > 0"));

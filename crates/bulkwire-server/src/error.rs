@@ -35,6 +35,19 @@ pub enum Kind {
     StorageFull,
     /// A store cannot be reached (503 with `Retry-After`).
     Unavailable,
+    /// The request may not change this resource (a finished upload).
+    Forbidden,
+    /// The request does not fit the resource's state (a resumable
+    /// upload's offset, 409).
+    Conflict,
+    /// The resource existed and is gone for good (an expired upload, 410).
+    Gone,
+    /// A protocol version the server does not speak (412).
+    Precondition,
+    /// The body does not match its checksum (tus: 460).
+    Checksum,
+    /// A per-client count is reached (429).
+    TooMany,
 }
 
 impl Kind {
@@ -54,6 +67,12 @@ impl Kind {
             Kind::Storage => "storage",
             Kind::StorageFull => "storage_full",
             Kind::Unavailable => "unavailable",
+            Kind::Forbidden => "forbidden",
+            Kind::Conflict => "conflict",
+            Kind::Gone => "gone",
+            Kind::Precondition => "precondition_failed",
+            Kind::Checksum => "checksum_mismatch",
+            Kind::TooMany => "too_many",
         }
     }
 
@@ -71,6 +90,13 @@ impl Kind {
             Kind::Storage => StatusCode::INTERNAL_SERVER_ERROR,
             Kind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
             Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Kind::Forbidden => StatusCode::FORBIDDEN,
+            Kind::Conflict => StatusCode::CONFLICT,
+            Kind::Gone => StatusCode::GONE,
+            Kind::Precondition => StatusCode::PRECONDITION_FAILED,
+            // tus 1.0 checksum extension: "460 Checksum Mismatch".
+            Kind::Checksum => StatusCode::from_u16(460).unwrap_or(StatusCode::BAD_REQUEST),
+            Kind::TooMany => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use crate::store::{
     BlobStore, BlobStream, BlobWriter, BoxFut, Lease, MediaRecord, MetaError, MetaStore, NewMedia,
-    Pending, Token, UserInfo, UserSet,
+    Pending, Spool, SpoolWriter, Token, UploadRow, UserInfo, UserSet,
 };
 use bytes::Bytes;
 use std::collections::HashSet;
@@ -26,8 +26,8 @@ const BUCKETS: [f64; 13] = [
 ];
 
 /// Metadata operations, as labelled.
-const META_OPS: [&str; 9] = [
-    "insert", "get", "list", "delete", "auth", "lease", "janitor", "ready", "admin",
+const META_OPS: [&str; 10] = [
+    "insert", "get", "list", "delete", "auth", "lease", "janitor", "ready", "admin", "upload",
 ];
 
 /// Indices into [`META_OPS`]: a call's histogram is found without a
@@ -43,11 +43,13 @@ enum MetaOp {
     Janitor,
     Ready,
     Admin,
+    /// Resumable uploads' rows.
+    Upload,
 }
 
 /// Blob operations, as labelled.
-const BLOB_OPS: [&str; 7] = [
-    "begin", "write", "commit", "open", "delete", "abort", "ready",
+const BLOB_OPS: [&str; 9] = [
+    "begin", "write", "commit", "open", "delete", "abort", "ready", "spool", "sync",
 ];
 
 /// Indices into [`BLOB_OPS`].
@@ -60,6 +62,10 @@ enum BlobOp {
     Delete,
     Abort,
     Ready,
+    /// Resumable spools: create, open, finish, abort.
+    Spool,
+    /// A resumable upload's durable point.
+    Sync,
 }
 
 #[derive(Debug, Default)]
@@ -225,6 +231,28 @@ impl MetaStore for MeteredMeta {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
+    fn upload_create(&self, row: UploadRow, max: usize) -> BoxFut<'_, Result<bool, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_create(row, max))
+    }
+    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_get(id))
+    }
+    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_claim(id))
+    }
+    fn upload_save<'a>(
+        &'a self,
+        row: &'a UploadRow,
+        media: Option<NewMedia>,
+    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_save(row, media))
+    }
+    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_remove(id, gen))
+    }
+    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
+        timed(self.h(MetaOp::Janitor), self.inner.upload_expired(limit))
+    }
     fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.token_add(digest, label))
     }
@@ -343,6 +371,40 @@ impl BlobStore for MeteredBlobs {
             self.inner.abort(id, handle),
         )
     }
+    fn spool_create<'a>(
+        &'a self,
+        id: &'a str,
+        lease: Arc<Lease>,
+    ) -> BoxFut<'a, std::io::Result<Spool>> {
+        timed(
+            self.stats.blob_op(BlobOp::Spool),
+            self.inner.spool_create(id, lease),
+        )
+    }
+    fn spool_open<'a>(
+        &'a self,
+        id: &'a str,
+        spool: Spool,
+    ) -> BoxFut<'a, std::io::Result<Box<dyn SpoolWriter>>> {
+        Box::pin(async move {
+            let h = self.stats.blob_op(BlobOp::Spool);
+            let w = timed(h, self.inner.spool_open(id, spool)).await?;
+            let stats = self.stats.clone();
+            Ok(Box::new(MeteredSpool { inner: w, stats }) as Box<dyn SpoolWriter>)
+        })
+    }
+    fn spool_finish<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
+        timed(
+            self.stats.blob_op(BlobOp::Spool),
+            self.inner.spool_finish(id, spool),
+        )
+    }
+    fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
+        timed(
+            self.stats.blob_op(BlobOp::Spool),
+            self.inner.spool_abort(id, spool),
+        )
+    }
     fn upload_memory(&self) -> u64 {
         self.inner.upload_memory()
     }
@@ -375,6 +437,35 @@ impl BlobWriter for MeteredWriter {
     fn commit(self: Box<Self>) -> BoxFut<'static, std::io::Result<()>> {
         let stats = self.stats;
         let f = self.inner.commit();
+        Box::pin(async move {
+            let t = Instant::now();
+            let r = f.await;
+            stats
+                .blob_op(BlobOp::Commit)
+                .observe(t.elapsed(), r.is_ok());
+            r
+        })
+    }
+}
+
+struct MeteredSpool {
+    inner: Box<dyn SpoolWriter>,
+    stats: Arc<StoreStats>,
+}
+
+impl SpoolWriter for MeteredSpool {
+    fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, std::io::Result<()>> {
+        timed(self.stats.blob_op(BlobOp::Write), self.inner.write(chunks))
+    }
+    fn sync(&mut self) -> BoxFut<'_, std::io::Result<Spool>> {
+        timed(self.stats.blob_op(BlobOp::Sync), self.inner.sync())
+    }
+    fn saved(&mut self, ok: bool) -> BoxFut<'_, ()> {
+        self.inner.saved(ok)
+    }
+    fn finish(self: Box<Self>) -> BoxFut<'static, std::io::Result<()>> {
+        let stats = self.stats;
+        let f = self.inner.finish();
         Box::pin(async move {
             let t = Instant::now();
             let r = f.await;

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Upload formats; XML-RPC and SOAP handlers will report under theirs.
-pub const FORMATS: [&str; 4] = ["multipart", "raw", "xmlrpc", "soap"];
+pub const FORMATS: [&str; 5] = ["multipart", "raw", "xmlrpc", "soap", "tus"];
 
 /// How an upload ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,7 @@ const BUCKETS: [f64; 12] = [
 pub struct Metrics {
     pub bytes_received: AtomicU64,
     pub bytes_sent: AtomicU64,
-    uploads: [[AtomicU64; 4]; 4],
+    uploads: [[AtomicU64; 4]; FORMATS.len()],
     pub files_stored: AtomicU64,
     rejected: Mutex<BTreeMap<String, u64>>,
     pub buffer_growth: AtomicU64,

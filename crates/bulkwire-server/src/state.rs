@@ -29,6 +29,8 @@ pub struct AppState {
     pub(crate) admitted: crate::admission::Admitted,
     /// The connection budget (`max_connections`, shedding).
     pub conns: Arc<crate::conns::Conns>,
+    /// The resumable uploads this node is writing (one writer each).
+    pub(crate) writers: Arc<crate::handlers::tus::Writers>,
     /// The XML-RPC method table (names → handlers, help, signatures).
     pub(crate) xmlrpc: crate::handlers::xmlrpc::Methods,
 }
@@ -60,6 +62,7 @@ impl AppState {
             memory: Arc::new(Semaphore::new(budget)),
             reserve_permits: reserve,
             xmlrpc: crate::handlers::xmlrpc::Methods::new(),
+            writers: Arc::default(),
             admitted: Default::default(),
             conns: Arc::new(crate::conns::Conns::new(
                 max_conns,

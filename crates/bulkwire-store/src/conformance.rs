@@ -7,7 +7,9 @@
 //! check uses ids of its own, so a store shared between tests is fine.
 
 use crate::lease::{janitor_id, sweep_expired, Leases};
-use crate::{new_id, token_id, BlobStore, Lease, MediaRecord, MetaStore, NewMedia, UserSet};
+use crate::{
+    new_id, token_id, BlobStore, Lease, MediaRecord, MetaStore, NewMedia, Spool, UploadRow, UserSet,
+};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use std::sync::Arc;
@@ -41,6 +43,75 @@ pub async fn meta_store(m: Arc<dyn MetaStore>) {
     insert_needs_its_own_lease(&*m).await;
     credentials(&*m).await;
     claims(&*m).await;
+    uploads(&*m).await;
+}
+
+fn upload(owner: &str, expires: i64) -> UploadRow {
+    UploadRow {
+        id: new_id(),
+        owner: owner.into(),
+        expires,
+        gen: 0,
+        open: true,
+        state: r#"{"len":0}"#.into(),
+    }
+}
+
+/// Resumable upload rows: per-owner limit, fencing, completion with its
+/// media row in the same transaction, expiry.
+async fn uploads(m: &dyn MetaStore) {
+    let owner = new_id();
+    let far = i64::MAX / 2;
+    let (a, b) = (upload(&owner, far), upload(&owner, far));
+    assert!(m.upload_create(a.clone(), 2).await.unwrap());
+    assert!(m.upload_create(b.clone(), 2).await.unwrap());
+    assert!(
+        !m.upload_create(upload(&owner, far), 2).await.unwrap(),
+        "limit"
+    );
+    assert!(
+        m.upload_create(upload(&new_id(), far), 2).await.unwrap(),
+        "per owner"
+    );
+    assert_eq!(m.upload_get(&a.id).await.unwrap().unwrap(), a);
+    // A newer writer fences the older one out.
+    let w1 = m.upload_claim(&a.id).await.unwrap().unwrap();
+    let w2 = m.upload_claim(&a.id).await.unwrap().unwrap();
+    assert_eq!((w1.gen, w2.gen), (1, 2));
+    let stale = UploadRow {
+        state: "old".into(),
+        ..w1
+    };
+    assert_eq!(m.upload_save(&stale, None).await.unwrap(), None);
+    let saved = UploadRow {
+        state: "new".into(),
+        ..w2.clone()
+    };
+    assert_eq!(m.upload_save(&saved, None).await.unwrap(), Some(None));
+    assert_eq!(m.upload_get(&a.id).await.unwrap().unwrap().state, "new");
+    // Completion: closed (no longer counted) and a media row at once.
+    let done = UploadRow {
+        open: false,
+        ..saved
+    };
+    let rec = m.upload_save(&done, Some(row(&a.id))).await.unwrap();
+    assert_eq!(rec.unwrap().unwrap().id, a.id);
+    assert_eq!(m.get(&a.id).await.unwrap().unwrap().size, 3);
+    assert!(m.upload_create(upload(&owner, far), 2).await.unwrap());
+    assert!(
+        m.all_ids().await.unwrap().contains(&b.id),
+        "spools are kept at start-up"
+    );
+    // Expired rows, and a fenced remove.
+    let old = upload(&new_id(), 1);
+    assert!(m.upload_create(old.clone(), 1).await.unwrap());
+    let expired = m.upload_expired(10_000).await.unwrap();
+    assert!(expired.iter().any(|r| r.id == old.id), "{expired:?}");
+    assert!(!expired.iter().any(|r| r.id == b.id));
+    assert!(!m.upload_remove(&old.id, 5).await.unwrap());
+    assert!(m.upload_remove(&old.id, 0).await.unwrap());
+    assert_eq!(m.upload_get(&old.id).await.unwrap(), None);
+    assert_eq!(m.upload_claim(&old.id).await.unwrap(), None);
 }
 
 async fn rows(m: &dyn MetaStore) {
@@ -240,6 +311,59 @@ pub async fn blob_store(b: Arc<dyn BlobStore>, big: usize) {
         Ok(mut s) => s.next().await.is_none_or(|r| r.is_err()),
     };
     assert!(empty, "an aborted blob is gone");
+}
+
+/// Resumable spools: appends across writers at every kind of offset (in a
+/// part, on a part's edge), bytes written after the last save discarded by
+/// the next writer, finish (twice: idempotent), abort. `part` is the
+/// backend's part size (S3), or any size for files.
+pub async fn spools(b: Arc<dyn BlobStore>, part: usize) {
+    let id = new_id();
+    let data: Vec<u8> = (0..2 * part + 1234).map(|i| (i * 13 % 251) as u8).collect();
+    let mut spool = b.spool_create(&id, Lease::detached(&id)).await.unwrap();
+    assert_eq!(spool.len, 0);
+    // Cuts: inside the first part, exactly at its end, inside the last.
+    for cut in [part / 3, part, 2 * part + 1000, data.len()] {
+        let from = spool.len as usize;
+        let mut w = b.spool_open(&id, spool.clone()).await.unwrap();
+        for c in data[from..cut].chunks(100_000) {
+            w.write(vec![Bytes::copy_from_slice(c)]).await.unwrap();
+        }
+        spool = w.sync().await.unwrap();
+        assert_eq!(spool.len as usize, cut);
+        w.saved(true).await;
+        // A writer that sends more and is never saved: its bytes are not
+        // the upload's.
+        if cut < data.len() {
+            let mut w = b.spool_open(&id, spool.clone()).await.unwrap();
+            w.write(vec![Bytes::from(vec![0xEE; 4321])]).await.unwrap();
+            let lost: Spool = w.sync().await.unwrap();
+            assert_eq!(lost.len as usize, cut + 4321);
+            w.saved(false).await;
+        }
+    }
+    let w = b.spool_open(&id, spool.clone()).await.unwrap();
+    w.finish().await.unwrap();
+    b.spool_finish(&id, spool.clone()).await.unwrap();
+    assert_eq!(read(&*b, &id, 0, data.len() as u64).await, data);
+    b.spool_abort(&id, spool.clone()).await.unwrap();
+    b.spool_abort(&id, spool).await.unwrap();
+    // An empty upload, and one aborted half-way.
+    let id = new_id();
+    let spool = b.spool_create(&id, Lease::detached(&id)).await.unwrap();
+    b.spool_finish(&id, spool).await.unwrap();
+    assert!(read(&*b, &id, 0, 0).await.is_empty());
+    b.delete(&id).await.unwrap();
+    let id = new_id();
+    let spool = b.spool_create(&id, Lease::detached(&id)).await.unwrap();
+    let mut w = b.spool_open(&id, spool).await.unwrap();
+    w.write(vec![Bytes::from(vec![1u8; part + 7])])
+        .await
+        .unwrap();
+    let spool = w.sync().await.unwrap();
+    w.saved(true).await;
+    drop(w);
+    b.spool_abort(&id, spool).await.unwrap();
 }
 
 /// The janitor end to end on one pair of stores: an upload of a dead node

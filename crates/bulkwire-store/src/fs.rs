@@ -13,7 +13,7 @@
 //! other core instead of between two reads.
 
 use super::direct::Target;
-use super::{BlobStore, BlobStream, BlobWriter, BoxFut, Lease};
+use super::{BlobStore, BlobStream, BlobWriter, BoxFut, Lease, Spool, SpoolWriter};
 use bytes::Bytes;
 use std::fs::{self, File};
 use std::io;
@@ -30,6 +30,8 @@ const READ_CHUNK: usize = 64 * 1024;
 pub struct FsBlobStore {
     tmp: PathBuf,
     blobs: PathBuf,
+    /// Resumable uploads' spools (`fs_spool.rs`).
+    uploads: PathBuf,
     /// `blobs/` itself, open for the directory fsync of each commit.
     blobs_dir: Arc<File>,
     /// Write blobs with `O_DIRECT` where the file system allows it.
@@ -41,12 +43,15 @@ impl FsBlobStore {
     pub fn open(data: &Path) -> io::Result<FsBlobStore> {
         let tmp = data.join("tmp");
         let blobs = data.join("blobs");
+        let uploads = data.join("uploads");
         fs::create_dir_all(&tmp)?;
         fs::create_dir_all(&blobs)?;
+        fs::create_dir_all(&uploads)?;
         let blobs_dir = Arc::new(File::open(&blobs)?);
         Ok(FsBlobStore {
             tmp,
             blobs,
+            uploads,
             blobs_dir,
             direct: true,
         })
@@ -66,10 +71,27 @@ impl FsBlobStore {
     pub fn blob_dir(&self) -> &Path {
         &self.blobs
     }
+
+    /// Where resumable uploads' spools are.
+    pub fn uploads_dir(&self) -> &Path {
+        &self.uploads
+    }
+
+    fn spool_paths(&self, id: &str) -> io::Result<crate::fs_spool::FsSpoolPaths> {
+        if !crate::is_id(id) {
+            let e = format!("{id:?} is not an upload id");
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, e));
+        }
+        Ok(crate::fs_spool::FsSpoolPaths {
+            file: self.uploads.join(id),
+            fin: self.blobs.join(id),
+            dir: self.blobs_dir.clone(),
+        })
+    }
 }
 
 /// Runs blocking file work off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
     tokio::task::spawn_blocking(f)
@@ -138,9 +160,12 @@ impl BlobStore for FsBlobStore {
 
     fn abort<'a>(&'a self, id: &'a str, _handle: Option<&'a str>) -> BoxFut<'a, io::Result<()>> {
         let (tmp, fin) = (self.tmp.join(id), self.blobs.join(id));
+        let spool = self.uploads.join(id);
         Box::pin(async move {
             blocking(move || {
                 remove_if_exists(&tmp)?;
+                // A resumable upload's creation that failed.
+                remove_if_exists(&spool)?;
                 remove_if_exists(&fin)
             })
             .await
@@ -176,6 +201,30 @@ impl BlobStore for FsBlobStore {
         })
     }
 
+    fn spool_create<'a>(
+        &'a self,
+        id: &'a str,
+        _lease: Arc<Lease>,
+    ) -> BoxFut<'a, io::Result<Spool>> {
+        Box::pin(async move { crate::fs_spool::create(self.spool_paths(id)?).await })
+    }
+
+    fn spool_open<'a>(
+        &'a self,
+        id: &'a str,
+        spool: Spool,
+    ) -> BoxFut<'a, io::Result<Box<dyn SpoolWriter>>> {
+        Box::pin(async move { crate::fs_spool::open(self.spool_paths(id)?, spool).await })
+    }
+
+    fn spool_finish<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, io::Result<()>> {
+        Box::pin(async move { crate::fs_spool::finish(self.spool_paths(id)?, spool.len).await })
+    }
+
+    fn spool_abort<'a>(&'a self, id: &'a str, _spool: Spool) -> BoxFut<'a, io::Result<()>> {
+        Box::pin(async move { crate::fs_spool::abort(self.spool_paths(id)?).await })
+    }
+
     fn sweep<'a>(
         &'a self,
         keep: &'a (dyn Fn(&str) -> bool + Send + Sync),
@@ -184,13 +233,16 @@ impl BlobStore for FsBlobStore {
             // Start-up only, before the listener accepts: plain blocking
             // calls are fine here and `keep` need not be 'static.
             let temps = remove_all(&self.tmp, &|_| false)?;
+            // Spools without an upload row: a creation that crashed
+            // before its row was inserted.
+            let temps = temps + remove_all(&self.uploads, keep)?;
             let orphans = remove_all(&self.blobs, keep)?;
             Ok((temps, orphans))
         })
     }
 }
 
-fn remove_if_exists(p: &Path) -> io::Result<()> {
+pub(crate) fn remove_if_exists(p: &Path) -> io::Result<()> {
     match fs::remove_file(p) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         r => r,
@@ -388,6 +440,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s: Arc<dyn BlobStore> = Arc::new(FsBlobStore::open(d.path()).unwrap());
         crate::conformance::blob_store(s.clone(), 3 << 20).await;
+        crate::conformance::spools(s.clone(), 1 << 20).await;
+        assert_eq!(fs::read_dir(d.path().join("uploads")).unwrap().count(), 0);
         let m = crate::SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
         crate::conformance::janitor(Arc::new(m), s).await;
     }

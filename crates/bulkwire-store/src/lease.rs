@@ -266,6 +266,57 @@ pub async fn sweep_expired(
     }
 }
 
+/// What the janitor reads of a resumable upload's state (the server's
+/// JSON, see [`crate::UploadRow`]): its spool, and whether its blob
+/// belongs to a media row (a finished upload: only the row goes).
+#[derive(serde::Deserialize)]
+struct ResumableLeftovers {
+    spool: crate::Spool,
+    #[serde(default)]
+    media: bool,
+}
+
+/// Removes expired resumable uploads: each is claimed first (a writer
+/// still at it is fenced out), then its bytes go, then its row. Returns
+/// how many were removed.
+pub async fn sweep_resumable(
+    meta: &dyn MetaStore,
+    blobs: &dyn BlobStore,
+) -> Result<usize, MetaError> {
+    let mut removed = 0;
+    loop {
+        let batch = meta.upload_expired(CLAIM_BATCH).await?;
+        let mut failed = 0;
+        for row in &batch {
+            match expire(meta, blobs, &row.id).await {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    failed += 1;
+                    tracing::warn!(id = row.id, "janitor: {e} (retried next round)");
+                }
+            }
+        }
+        if batch.len() < CLAIM_BATCH || failed > 0 {
+            return Ok(removed);
+        }
+    }
+}
+
+async fn expire(meta: &dyn MetaStore, blobs: &dyn BlobStore, id: &str) -> io::Result<()> {
+    let Some(row) = meta.upload_claim(id).await.map_err(io::Error::other)? else {
+        return Ok(());
+    };
+    let left: ResumableLeftovers = serde_json::from_str(&row.state)
+        .map_err(|e| io::Error::other(format!("upload {id}: unreadable state: {e}")))?;
+    if !left.media {
+        blobs.spool_abort(id, left.spool).await?;
+    }
+    meta.upload_remove(id, row.gen)
+        .await
+        .map_err(io::Error::other)?;
+    Ok(())
+}
+
 /// Heartbeats the node (and its janitor id), retries its failed cleanups
 /// and sweeps expired leases, until the task is dropped. Errors are logged
 /// and retried: a metadata store that is away for a while must not stop the
@@ -300,6 +351,11 @@ async fn sweep(leases: &Leases, times: JanitorTimes) {
                 "janitor: removed the leftovers of {n} expired upload(s), handed on {retried} failed cleanup(s)"
             ),
             Ok(_) => {}
+            Err(e) => tracing::warn!("janitor: {e} (retried next round)"),
+        }
+        match sweep_resumable(meta, blobs).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("janitor: removed {n} expired resumable upload(s)"),
             Err(e) => tracing::warn!("janitor: {e} (retried next round)"),
         }
     }

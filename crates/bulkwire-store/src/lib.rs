@@ -21,11 +21,15 @@
 pub mod conformance;
 mod direct;
 mod fs;
+mod fs_spool;
 pub mod lease;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "s3")]
 mod s3;
+#[cfg(feature = "s3")]
+mod s3_spool;
+pub mod spool;
 mod sqlite;
 
 pub use direct::STAGING_BYTES;
@@ -35,6 +39,7 @@ pub use lease::{Lease, Leases};
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};
 #[cfg(feature = "s3")]
 pub use s3::{S3BlobStore, S3Config};
+pub use spool::{Spool, SpoolWriter};
 pub use sqlite::SqliteMeta;
 
 use bytes::Bytes;
@@ -78,6 +83,28 @@ pub trait BlobStore: Send + Sync + 'static {
     /// not an error: the janitor calls this for leases whose node died at
     /// any point.
     fn abort<'a>(&'a self, id: &'a str, handle: Option<&'a str>) -> BoxFut<'a, io::Result<()>>;
+
+    /// Starts the bytes of resumable upload `id` ([`spool`]): the S3
+    /// multipart upload is created and noted in `lease` (as by
+    /// [`BlobStore::begin`]) before the state naming it is returned; the
+    /// caller saves that state with the upload's row, then ends the lease.
+    fn spool_create<'a>(&'a self, id: &'a str, lease: Arc<Lease>) -> BoxFut<'a, io::Result<Spool>>;
+
+    /// Opens resumable upload `id` to append at `spool.len`, as last saved.
+    fn spool_open<'a>(
+        &'a self,
+        id: &'a str,
+        spool: Spool,
+    ) -> BoxFut<'a, io::Result<Box<dyn SpoolWriter>>>;
+
+    /// Makes a saved, complete spool blob `id` (what
+    /// [`SpoolWriter::finish`] does, for a node that has no writer open).
+    /// Finishing a spool that was finished already succeeds.
+    fn spool_finish<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, io::Result<()>>;
+
+    /// Removes everything of resumable upload `id`: its spool and the blob
+    /// it may have become. Missing pieces are not an error.
+    fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, io::Result<()>>;
 
     /// The backend's name in metrics (`files`, `s3`, …).
     fn backend(&self) -> &'static str {
@@ -301,6 +328,35 @@ pub trait MetaStore: Send + Sync + 'static {
     /// Says `node` is alive (upserts its heartbeat, store clock).
     fn heartbeat<'a>(&'a self, node: &'a str) -> BoxFut<'a, Result<(), MetaError>>;
 
+    // Resumable uploads (see [`spool`]).
+
+    /// Inserts a new upload row unless its owner has `max_open` open ones
+    /// already (`false`), counted and inserted in one transaction.
+    fn upload_create(&self, row: UploadRow, max_open: usize)
+        -> BoxFut<'_, Result<bool, MetaError>>;
+
+    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
+
+    /// Makes the caller the upload's writer: bumps `gen` and returns the
+    /// row as it is now. Any earlier writer's next save fails.
+    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
+
+    /// Saves the state, the expiry and whether the upload is still open,
+    /// if `gen` is still current (`false` otherwise: taken over or gone).
+    /// With `media`, inserts that row in the same transaction: the upload
+    /// becomes an ordinary media item exactly when its state says so.
+    fn upload_save<'a>(
+        &'a self,
+        row: &'a UploadRow,
+        media: Option<NewMedia>,
+    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>>;
+
+    /// Removes the row if `gen` is still current.
+    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>>;
+
+    /// Up to `limit` rows whose expiry has passed (store clock), oldest first.
+    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>>;
+
     /// Takes over, for `node`, up to `limit` leases of nodes whose last
     /// heartbeat is older than `expiry` (or of any other node when
     /// `expiry` is zero), atomically: two janitors never take the same
@@ -312,6 +368,26 @@ pub trait MetaStore: Send + Sync + 'static {
         expiry: std::time::Duration,
         limit: usize,
     ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>>;
+}
+
+/// A resumable upload's row. The metadata store keeps `state` (the
+/// server's JSON: offset, length, spool, hash state, …) opaque; it only
+/// indexes the owner and the expiry, and fences writers by `gen`. The
+/// janitor reads two keys of it ([`lease::sweep_resumable`]): `spool`
+/// (a [`Spool`]) and `media` (true once the blob belongs to a media row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadRow {
+    pub id: String,
+    /// Who created it (a credential's id): open uploads are counted per owner.
+    pub owner: String,
+    /// Seconds since the Unix epoch after which the janitor removes it.
+    pub expires: i64,
+    /// Bumped by each [`MetaStore::upload_claim`]: a save with an older
+    /// `gen` fails, so a writer that was taken over stops.
+    pub gen: i64,
+    /// False once complete: only open uploads count against the owner.
+    pub open: bool,
+    pub state: String,
 }
 
 /// A stored token as listed (never the token itself).

@@ -26,8 +26,8 @@
 //! network only.
 
 use crate::{
-    token_id, BoxFut, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token, UserInfo,
-    UserSet,
+    token_id, BoxFut, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token, UploadRow,
+    UserInfo, UserSet,
 };
 use deadpool_postgres::{
     Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
@@ -44,7 +44,7 @@ type PgError = tokio_postgres::Error;
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
 /// The schema, by version (`schema_version`): each step runs once, in
-/// order, in the migration transaction. The same two steps as SQLite's, so
+/// order, in the migration transaction. The same steps as SQLite's, so
 /// that a schema version means the same on both.
 const MIGRATIONS: &[&str] = &[
     "CREATE TABLE media (
@@ -79,6 +79,16 @@ const MIGRATIONS: &[&str] = &[
         node      TEXT PRIMARY KEY,
         heartbeat TIMESTAMPTZ NOT NULL
     );",
+    "CREATE TABLE uploads (
+        id      TEXT PRIMARY KEY,
+        owner   TEXT NOT NULL,
+        expires BIGINT NOT NULL,
+        gen     BIGINT NOT NULL,
+        open    BOOLEAN NOT NULL,
+        state   TEXT NOT NULL
+    );
+    CREATE INDEX uploads_open_owner ON uploads (owner) WHERE open;
+    CREATE INDEX uploads_expires ON uploads (expires);",
 ];
 
 /// The schema version this build writes.
@@ -134,6 +144,17 @@ const CLAIM: &str = "UPDATE pending SET node = $1 WHERE id IN (
         LIMIT $3
         FOR UPDATE SKIP LOCKED)
      RETURNING id, handle";
+const UPLOAD_COLUMNS: &str = "id, owner, expires, gen, open, state";
+const UPLOAD_GET: &str = "SELECT id, owner, expires, gen, open, state FROM uploads WHERE id = $1";
+const UPLOAD_CLAIM: &str = "UPDATE uploads SET gen = gen + 1 WHERE id = $1
+     RETURNING id, owner, expires, gen, open, state";
+const UPLOAD_SAVE: &str =
+    "UPDATE uploads SET state = $3, expires = $4, open = $5 WHERE id = $1 AND gen = $2";
+const UPLOAD_REMOVE: &str = "DELETE FROM uploads WHERE id = $1 AND gen = $2";
+const UPLOAD_EXPIRED: &str = "SELECT id, owner, expires, gen, open, state FROM uploads
+     WHERE expires < extract(epoch FROM now())::bigint ORDER BY expires LIMIT $1";
+/// The advisory lock key space of per-owner upload counts ("bulkupl").
+const OWNER_LOCK: i32 = 0x62_75_6c_75;
 const TOKEN_ADD: &str = "INSERT INTO tokens (id, digest, label) VALUES ($1, $2, $3)
      RETURNING floor(extract(epoch FROM created))::bigint";
 const TOKEN_KNOWN: &str = "SELECT EXISTS (SELECT 1 FROM tokens WHERE digest = $1)";
@@ -287,6 +308,80 @@ impl PgMeta {
         }
         tx.commit().await.map_err(db)?;
         Ok(out)
+    }
+
+    /// Counts the owner's open uploads and inserts, under a per-owner
+    /// advisory lock: two creations at once cannot both pass the count.
+    async fn create_upload(&self, row: UploadRow, max_open: usize) -> Result<bool, MetaError> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(db)?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&OWNER_LOCK, &row.owner],
+        )
+        .await
+        .map_err(db)?;
+        let open: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM uploads WHERE owner = $1 AND open",
+                &[&row.owner],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(db)?;
+        if open as usize >= max_open {
+            return Ok(false);
+        }
+        let sql = format!("INSERT INTO uploads ({UPLOAD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)");
+        let p: Params<'_> = &[
+            &row.id,
+            &row.owner,
+            &row.expires,
+            &row.gen,
+            &row.open,
+            &row.state,
+        ];
+        tx.execute(&sql, p).await.map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(true)
+    }
+
+    /// A fenced save and, with `media`, its row, in one transaction.
+    async fn save_upload(
+        &self,
+        row: &UploadRow,
+        media: Option<NewMedia>,
+    ) -> Result<Option<Option<MediaRecord>>, MetaError> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(db)?;
+        if media.is_some() {
+            // As in `insert_all`: seq order is commit order.
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&INSERT_LOCK])
+                .await
+                .map_err(db)?;
+        }
+        let p: Params<'_> = &[&row.id, &row.gen, &row.state, &row.expires, &row.open];
+        if tx.execute(UPLOAD_SAVE, p).await.map_err(db)? != 1 {
+            return Ok(None);
+        }
+        let rec = match media {
+            None => None,
+            Some(m) => {
+                let size = i64::try_from(m.size).map_err(|_| too_big(&m))?;
+                let p: Params<'_> = &[
+                    &m.id,
+                    &m.field,
+                    &m.filename,
+                    &m.content_type,
+                    &size,
+                    &m.sha256,
+                ];
+                let r = tx.query_one(INSERT_MEDIA, p).await.map_err(db)?;
+                Some(inserted(m, &r).map_err(db)?)
+            }
+        };
+        tx.commit().await.map_err(db)?;
+        Ok(Some(rec))
     }
 
     /// Removes the row and leases the id, in one transaction.
@@ -566,7 +661,8 @@ impl MetaStore for PgMeta {
 
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         Box::pin(async move {
-            let ids = self.query("SELECT id FROM media", &[]).await?;
+            let sql = "SELECT id FROM media UNION SELECT id FROM uploads";
+            let ids = self.query(sql, &[]).await?;
             ids.iter().map(|r| r.try_get(0).map_err(db)).collect()
         })
     }
@@ -686,6 +782,45 @@ impl MetaStore for PgMeta {
         Box::pin(async move { self.execute(HEARTBEAT, &[&node]).await.map(drop) })
     }
 
+    fn upload_create(
+        &self,
+        row: UploadRow,
+        max_open: usize,
+    ) -> BoxFut<'_, Result<bool, MetaError>> {
+        Box::pin(self.create_upload(row, max_open))
+    }
+
+    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        Box::pin(async move {
+            let row = self.query_opt(UPLOAD_GET, &[&id]).await?;
+            row.map(|r| upload_row(&r)).transpose().map_err(db)
+        })
+    }
+
+    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        Box::pin(async move {
+            let row = self.query_opt(UPLOAD_CLAIM, &[&id]).await?;
+            row.map(|r| upload_row(&r)).transpose().map_err(db)
+        })
+    }
+
+    fn upload_save<'a>(
+        &'a self,
+        row: &'a UploadRow,
+        media: Option<NewMedia>,
+    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
+        Box::pin(self.save_upload(row, media))
+    }
+
+    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
+        Box::pin(async move { Ok(self.execute(UPLOAD_REMOVE, &[&id, &gen]).await? == 1) })
+    }
+
+    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Box::pin(async move { rows(self.query(UPLOAD_EXPIRED, &[&limit]).await?, upload_row) })
+    }
+
     fn claim_expired<'a>(
         &'a self,
         node: &'a str,
@@ -706,4 +841,15 @@ impl MetaStore for PgMeta {
             })
         })
     }
+}
+
+fn upload_row(r: &Row) -> Result<UploadRow, PgError> {
+    Ok(UploadRow {
+        id: r.try_get(0)?,
+        owner: r.try_get(1)?,
+        expires: r.try_get(2)?,
+        gen: r.try_get(3)?,
+        open: r.try_get(4)?,
+        state: r.try_get(5)?,
+    })
 }

@@ -39,7 +39,7 @@
 //! TLS is rustls with the `ring` provider: `object_store`'s `aws` feature
 //! would compile `aws-lc-sys`, a C build of minutes.
 
-use crate::{is_id, BlobStore, BlobStream, BlobWriter, BoxFut, Lease};
+use crate::{is_id, BlobStore, BlobStream, BlobWriter, BoxFut, Lease, Spool, SpoolWriter};
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
@@ -237,7 +237,7 @@ impl fmt::Debug for S3Config {
     }
 }
 
-fn invalid(msg: String) -> io::Error {
+pub(crate) fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
@@ -255,15 +255,15 @@ pub struct S3BlobStore {
 }
 
 /// What the store and its writers share.
-struct Shared {
+pub(crate) struct Shared {
     /// Writes and small requests: every request has a total timeout.
-    store: AmazonS3,
+    pub(crate) store: AmazonS3,
     /// Ranged reads: no total timeout (see the module doc).
     reader: AmazonS3,
     bucket: String,
-    prefix: Path,
+    pub(crate) prefix: Path,
     endpoint: Option<String>,
-    part_size: usize,
+    pub(crate) part_size: usize,
     timeout: Duration,
 }
 
@@ -305,7 +305,7 @@ impl fmt::Debug for S3BlobStore {
 
 impl Shared {
     /// The key of blob `id`: never built from anything but an id.
-    fn key(&self, id: &str) -> io::Result<Path> {
+    pub(crate) fn key(&self, id: &str) -> io::Result<Path> {
         if !is_id(id) {
             return Err(invalid(format!("S3: {id:?} is not a blob id")));
         }
@@ -313,12 +313,18 @@ impl Shared {
     }
 
     /// An error naming S3, the operation and the key.
-    fn error(&self, op: &str, key: &Path, kind: io::ErrorKind, e: impl fmt::Display) -> io::Error {
+    pub(crate) fn error(
+        &self,
+        op: &str,
+        key: &Path,
+        kind: io::ErrorKind,
+        e: impl fmt::Display,
+    ) -> io::Error {
         io::Error::new(kind, format!("S3 {op} {}/{key}: {e}", self.bucket))
     }
 
     /// Maps an `object_store` error; a missing object is `NotFound`.
-    fn fail<'a>(
+    pub(crate) fn fail<'a>(
         &'a self,
         op: &'a str,
         key: &'a Path,
@@ -332,7 +338,7 @@ impl Shared {
         }
     }
 
-    async fn put(&self, key: &Path, payload: PutPayload) -> io::Result<()> {
+    pub(crate) async fn put(&self, key: &Path, payload: PutPayload) -> io::Result<()> {
         self.store
             .put(key, payload)
             .await
@@ -340,11 +346,11 @@ impl Shared {
         Ok(())
     }
 
-    async fn create_multipart(&self, key: &Path) -> io::Result<MultipartId> {
+    pub(crate) async fn create_multipart(&self, key: &Path) -> io::Result<MultipartId> {
         (self.store.create_multipart(key).await).map_err(self.fail("create_multipart", key))
     }
 
-    async fn put_part(
+    pub(crate) async fn put_part(
         &self,
         key: &Path,
         upload: &MultipartId,
@@ -354,7 +360,7 @@ impl Shared {
         (self.store.put_part(key, upload, idx, payload).await).map_err(self.fail("put_part", key))
     }
 
-    async fn complete(
+    pub(crate) async fn complete(
         &self,
         key: &Path,
         upload: &MultipartId,
@@ -367,18 +373,18 @@ impl Shared {
 
     /// Aborts a multipart upload; one S3 no longer knows (`NoSuchUpload`)
     /// is gone already.
-    async fn abort_multipart(&self, key: &Path, upload: &MultipartId) -> io::Result<()> {
+    pub(crate) async fn abort_multipart(&self, key: &Path, upload: &MultipartId) -> io::Result<()> {
         not_found_ok(self.store.abort_multipart(key, upload).await)
             .map_err(self.fail("abort_multipart", key))
     }
 
-    async fn delete(&self, key: &Path) -> io::Result<()> {
+    pub(crate) async fn delete(&self, key: &Path) -> io::Result<()> {
         not_found_ok(self.store.delete(key).await).map_err(self.fail("delete", key))
     }
 
     /// Waits at most `timeout` for `f`: the reader's requests have no
     /// timeout of their own.
-    async fn timed<T>(
+    pub(crate) async fn timed<T>(
         &self,
         op: &str,
         key: &Path,
@@ -417,7 +423,7 @@ fn unreachable_kind(e: &(dyn std::error::Error + 'static)) -> Option<io::ErrorKi
     None
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {
@@ -502,6 +508,29 @@ impl BlobStore for S3BlobStore {
 
     fn describe(&self) -> BoxFut<'_, io::Result<String>> {
         Box::pin(async move { self.s3.describe().await })
+    }
+
+    fn spool_create<'a>(&'a self, id: &'a str, lease: Arc<Lease>) -> BoxFut<'a, io::Result<Spool>> {
+        Box::pin(crate::s3_spool::create(self.s3.clone(), id, lease))
+    }
+
+    fn spool_open<'a>(
+        &'a self,
+        id: &'a str,
+        spool: Spool,
+    ) -> BoxFut<'a, io::Result<Box<dyn SpoolWriter>>> {
+        Box::pin(async move {
+            let w = crate::s3_spool::open(self.s3.clone(), id, spool).await?;
+            Ok(Box::new(w) as Box<dyn SpoolWriter>)
+        })
+    }
+
+    fn spool_finish<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, io::Result<()>> {
+        Box::pin(crate::s3_spool::finish_saved(self.s3.clone(), id, spool))
+    }
+
+    fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, io::Result<()>> {
+        Box::pin(crate::s3_spool::abort(self.s3.clone(), id, spool))
     }
 
     fn sweep<'a>(
@@ -600,15 +629,15 @@ fn read_stream(
 
 /// The part being filled: the caller's chunks, or slices of them.
 #[derive(Default)]
-struct Filling {
-    chunks: Vec<Bytes>,
-    len: usize,
+pub(crate) struct Filling {
+    pub(crate) chunks: Vec<Bytes>,
+    pub(crate) len: usize,
 }
 
 impl Filling {
     /// Moves the front of `chunk` into the part, up to `size` bytes in
     /// all; true when the part is full.
-    fn fill(&mut self, chunk: &mut Bytes, size: usize) -> bool {
+    pub(crate) fn fill(&mut self, chunk: &mut Bytes, size: usize) -> bool {
         let n = chunk.len().min(size - self.len);
         if n == chunk.len() {
             self.chunks.push(std::mem::take(chunk));
@@ -620,7 +649,7 @@ impl Filling {
     }
 
     /// The part's bytes as one payload, without copying them.
-    fn take(&mut self) -> PutPayload {
+    pub(crate) fn take(&mut self) -> PutPayload {
         self.len = 0;
         std::mem::take(&mut self.chunks).into_iter().collect()
     }

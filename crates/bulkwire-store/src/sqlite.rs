@@ -12,8 +12,8 @@
 //! (DESIGN.md "no `stat` on the request path").
 
 use super::{
-    token_id, BoxFut, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token, UserInfo,
-    UserSet,
+    token_id, BoxFut, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token, UploadRow,
+    UserInfo, UserSet,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashSet;
@@ -121,6 +121,16 @@ const MIGRATIONS: &[&str] = &[
         node      TEXT PRIMARY KEY,
         heartbeat INTEGER NOT NULL
     );",
+    "CREATE TABLE uploads (
+        id      TEXT PRIMARY KEY,
+        owner   TEXT NOT NULL,
+        expires INTEGER NOT NULL,
+        gen     INTEGER NOT NULL,
+        open    INTEGER NOT NULL,
+        state   TEXT NOT NULL
+    );
+    CREATE INDEX uploads_open_owner ON uploads (owner) WHERE open = 1;
+    CREATE INDEX uploads_expires ON uploads (expires);",
 ];
 
 /// The schema version this build writes.
@@ -266,36 +276,75 @@ fn insert_all(
         }
     }
     let created = now();
-    let mut out = Vec::with_capacity(rows.len());
-    {
-        let mut st = tx.prepare_cached(
-            "INSERT INTO media (id, field, filename, content_type, size, sha256, created)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?;
-        for m in rows {
-            st.execute(params![
-                m.id,
-                m.field,
-                m.filename,
-                m.content_type,
-                m.size as i64,
-                m.sha256,
-                created
-            ])?;
-            out.push(MediaRecord {
-                seq: tx.last_insert_rowid(),
-                id: m.id,
-                field: m.field,
-                filename: m.filename,
-                content_type: m.content_type,
-                size: m.size,
-                sha256: m.sha256,
-                created,
-            });
-        }
-    }
+    let out = rows
+        .into_iter()
+        .map(|m| insert_media(&tx, m, created))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     tx.commit()?;
     Ok(out)
+}
+
+fn insert_media(
+    tx: &rusqlite::Transaction<'_>,
+    m: NewMedia,
+    created: i64,
+) -> rusqlite::Result<MediaRecord> {
+    tx.prepare_cached(
+        "INSERT INTO media (id, field, filename, content_type, size, sha256, created)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        m.id,
+        m.field,
+        m.filename,
+        m.content_type,
+        m.size as i64,
+        m.sha256,
+        created
+    ])?;
+    Ok(MediaRecord {
+        seq: tx.last_insert_rowid(),
+        id: m.id,
+        field: m.field,
+        filename: m.filename,
+        content_type: m.content_type,
+        size: m.size,
+        sha256: m.sha256,
+        created,
+    })
+}
+
+const UPLOAD_COLUMNS: &str = "id, owner, expires, gen, open, state";
+
+fn upload_row(r: &Row<'_>) -> rusqlite::Result<UploadRow> {
+    Ok(UploadRow {
+        id: r.get(0)?,
+        owner: r.get(1)?,
+        expires: r.get(2)?,
+        gen: r.get(3)?,
+        open: r.get(4)?,
+        state: r.get(5)?,
+    })
+}
+
+/// A fenced save, and the media row in the same transaction.
+fn save_upload(
+    c: &mut Connection,
+    row: &UploadRow,
+    media: Option<NewMedia>,
+) -> rusqlite::Result<Option<Option<MediaRecord>>> {
+    let tx = c.transaction()?;
+    let n = tx
+        .prepare_cached(
+            "UPDATE uploads SET state = ?3, expires = ?4, open = ?5 WHERE id = ?1 AND gen = ?2",
+        )?
+        .execute(params![row.id, row.gen, row.state, row.expires, row.open])?;
+    if n != 1 {
+        return Ok(None);
+    }
+    let rec = media.map(|m| insert_media(&tx, m, now())).transpose()?;
+    tx.commit()?;
+    Ok(Some(rec))
 }
 
 impl MetaStore for SqliteMeta {
@@ -376,7 +425,7 @@ impl MetaStore for SqliteMeta {
 
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.with(|c| {
-            let mut st = c.prepare("SELECT id FROM media")?;
+            let mut st = c.prepare("SELECT id FROM media UNION SELECT id FROM uploads")?;
             let ids = st.query_map([], |r| r.get::<_, String>(0))?;
             ids.collect()
         })
@@ -544,6 +593,93 @@ impl MetaStore for SqliteMeta {
             )?
             .execute(params![node, now()])?;
             Ok(())
+        })
+    }
+
+    fn upload_create(
+        &self,
+        row: UploadRow,
+        max_open: usize,
+    ) -> BoxFut<'_, Result<bool, MetaError>> {
+        self.with(move |c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let open: i64 = tx
+                .prepare_cached("SELECT count(*) FROM uploads WHERE owner = ?1 AND open = 1")?
+                .query_row([&row.owner], |r| r.get(0))?;
+            if open as usize >= max_open {
+                return Ok(false);
+            }
+            tx.prepare_cached(
+                "INSERT INTO uploads (id, owner, expires, gen, open, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                row.id,
+                row.owner,
+                row.expires,
+                row.gen,
+                row.open,
+                row.state
+            ])?;
+            tx.commit()?;
+            Ok(true)
+        })
+    }
+
+    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        let id = id.to_string();
+        self.with(move |c| {
+            let sql = format!("SELECT {UPLOAD_COLUMNS} FROM uploads WHERE id = ?1");
+            c.prepare_cached(&sql)?
+                .query_row([id], upload_row)
+                .optional()
+        })
+    }
+
+    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        let id = id.to_string();
+        self.with(move |c| {
+            let sql = format!(
+                "UPDATE uploads SET gen = gen + 1 WHERE id = ?1 RETURNING {UPLOAD_COLUMNS}"
+            );
+            c.prepare_cached(&sql)?
+                .query_row([id], upload_row)
+                .optional()
+        })
+    }
+
+    fn upload_save<'a>(
+        &'a self,
+        row: &'a UploadRow,
+        media: Option<NewMedia>,
+    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
+        let row = row.clone();
+        let writes = self.writes.clone();
+        self.with(move |c| {
+            let r = save_upload(c, &row, media)?;
+            writes.add(1);
+            Ok(r)
+        })
+    }
+
+    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
+        let id = id.to_string();
+        self.with(move |c| {
+            let n = c
+                .prepare_cached("DELETE FROM uploads WHERE id = ?1 AND gen = ?2")?
+                .execute(params![id, gen])?;
+            Ok(n == 1)
+        })
+    }
+
+    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
+        self.with(move |c| {
+            let sql = format!(
+                "SELECT {UPLOAD_COLUMNS} FROM uploads WHERE expires < ?1 ORDER BY expires LIMIT ?2"
+            );
+            let mut st = c.prepare_cached(&sql)?;
+            let rows = st.query_map(params![now(), limit as i64], upload_row)?;
+            rows.collect()
         })
     }
 

@@ -99,6 +99,7 @@ fn conformance_with_several_parts_and_the_janitor() {
         let s: Arc<dyn BlobStore> = Arc::new(s);
         assert_eq!(s.upload_memory(), 2 * PART as u64);
         conformance::blob_store(s.clone(), 12 << 20).await;
+        conformance::spools(s.clone(), PART).await;
         let d = tempfile::tempdir().unwrap();
         let m = SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
         conformance::janitor(Arc::new(m), s).await;

@@ -12,6 +12,7 @@
 //! | `DELETE /v1/media/{id}` | [`media::delete`] |
 //! | `POST /soap`, `GET /soap?wsdl` | [`soap::route`] (SOAP 1.1/1.2, MTOM) |
 //! | `POST /xmlrpc` (alias `/xmlrpc.php`) | [`xmlrpc::call`] (WordPress media API) |
+//! | `/v1/uploads`, `/v1/uploads/{id}` | [`tus::route`] (tus 1.0, IETF resumable uploads) |
 //!
 //! Everything under `/v1` needs credentials (see [`crate::auth`]); `/soap`
 //! checks them itself, to answer with a SOAP fault, and `/xmlrpc` takes a
@@ -21,6 +22,7 @@ pub mod form;
 pub mod media;
 pub mod raw;
 pub mod soap;
+pub mod tus;
 pub mod xmlrpc;
 
 use crate::conns::{Busy, ConnHandle};
@@ -144,6 +146,12 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
             return reject(state, req, e);
         }
         return xmlrpc::call(state, req, Some(conn)).await;
+    }
+    if let Some(rest) = path.strip_prefix("/v1/uploads") {
+        if rest.is_empty() || rest.starts_with('/') {
+            let rest = rest.to_string();
+            return tus::route(state, req, &rest).await;
+        }
     }
     let Some(rest) = path.strip_prefix("/v1/media") else {
         return reject(state, req, ApiError::new(Kind::NotFound, "no such route"));

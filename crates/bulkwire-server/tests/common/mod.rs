@@ -4,8 +4,8 @@
 
 use bulkwire_server::store::{
     BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, Lease, MediaRecord, MetaError,
-    MetaStore, NewMedia, Pending, PgMeta, S3BlobStore, S3Config, SqliteMeta, Token, UserInfo,
-    UserSet,
+    MetaStore, NewMedia, Pending, PgMeta, S3BlobStore, S3Config, Spool, SpoolWriter, SqliteMeta,
+    Token, UploadRow, UserInfo, UserSet,
 };
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
@@ -282,6 +282,28 @@ fn fail<'a, T: Send + 'a>(e: &MetaError) -> BoxFut<'a, Result<T, MetaError>> {
 }
 
 impl MetaStore for FailingMeta {
+    fn upload_create(&self, row: UploadRow, max: usize) -> BoxFut<'_, Result<bool, MetaError>> {
+        self.inner.upload_create(row, max)
+    }
+    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        self.inner.upload_get(id)
+    }
+    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        self.inner.upload_claim(id)
+    }
+    fn upload_save<'a>(
+        &'a self,
+        row: &'a UploadRow,
+        media: Option<NewMedia>,
+    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
+        self.inner.upload_save(row, media)
+    }
+    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.upload_remove(id, gen)
+    }
+    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
+        self.inner.upload_expired(limit)
+    }
     fn insert<'a>(
         &'a self,
         rows: Vec<NewMedia>,
@@ -571,6 +593,26 @@ impl<H: BeginHook> BlobStore for Hooked<H> {
         handle: Option<&'a str>,
     ) -> BoxFut<'a, std::io::Result<()>> {
         self.inner.abort(id, handle)
+    }
+    fn spool_create<'a>(
+        &'a self,
+        id: &'a str,
+        lease: Arc<Lease>,
+    ) -> BoxFut<'a, std::io::Result<Spool>> {
+        self.inner.spool_create(id, lease)
+    }
+    fn spool_open<'a>(
+        &'a self,
+        id: &'a str,
+        spool: Spool,
+    ) -> BoxFut<'a, std::io::Result<Box<dyn SpoolWriter>>> {
+        self.inner.spool_open(id, spool)
+    }
+    fn spool_finish<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
+        self.inner.spool_finish(id, spool)
+    }
+    fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
+        self.inner.spool_abort(id, spool)
     }
     fn upload_memory(&self) -> u64 {
         self.inner.upload_memory()

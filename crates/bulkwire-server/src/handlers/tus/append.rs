@@ -1,0 +1,329 @@
+//! Appending a request body to a resumable upload: `PATCH` (tus core,
+//! IETF draft §4.4) and the body of a creation request (tus
+//! `creation-with-upload`, IETF §4.2).
+//!
+//! The body streams into the upload's spool in batches, hashed on the way
+//! (the whole file's running SHA-256, and the request's own checksum when
+//! `Upload-Checksum` came), with the same overlap as a plain upload
+//! (`crate::upload::FileSink`): one batch hashed on the blocking pool while
+//! the previous one is written and the next one read. Every
+//! [`crate::Limits::upload_sync_bytes`] of offset, and at the end, the
+//! spool is made durable and its state saved with the hash state in one
+//! fenced row update: only then does an offset count, so `Upload-Offset`
+//! never names a byte a crash could lose. A body that breaks off keeps
+//! what arrived up to there (saved on the way out). With a checksum,
+//! nothing of the body counts before it is verified at its end: a
+//! mismatch (460) keeps none of its bytes.
+
+use super::lock::WriterGuard;
+use super::proto::Alg;
+use super::state::UploadState;
+use crate::error::{ApiError, Kind};
+use crate::state::AppState;
+use crate::store::{MediaRecord, NewMedia, SpoolWriter, UploadRow};
+use crate::upload::{storage_error, BodyReader};
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// Batches smaller than this are hashed inline (as `FileSink` does).
+const HASH_INLINE: usize = 64 * 1024;
+
+/// The digests a body feeds.
+struct Hashes {
+    file: Sha256,
+    check: Option<Check>,
+}
+
+enum Check {
+    Sha1(sha1::Sha1),
+    Sha256(Sha256),
+}
+
+impl Hashes {
+    fn update(&mut self, batch: &[Bytes]) {
+        for c in batch {
+            self.file.update(c);
+            match &mut self.check {
+                Some(Check::Sha1(h)) => h.update(c),
+                Some(Check::Sha256(h)) => h.update(c),
+                None => {}
+            }
+        }
+    }
+}
+
+/// What the request asked for beyond its bytes.
+pub struct Want {
+    /// `Upload-Checksum`: algorithm and digest of this request's body.
+    pub checksum: Option<(Alg, Vec<u8>)>,
+    /// The upload's length if this request fixes it (tus `Upload-Length`
+    /// on a deferred upload; IETF `Upload-Complete: ?1` sets it at the
+    /// body's end).
+    pub complete_at_end: bool,
+}
+
+/// One request's append, from the claimed row to the answer's offset.
+pub struct Append {
+    state: Arc<AppState>,
+    pub row: UploadRow,
+    pub st: UploadState,
+    writer: Box<dyn SpoolWriter>,
+    hashes: Option<Hashes>,
+    hashing: Option<JoinHandle<Hashes>>,
+    expected: Option<Vec<u8>>,
+    queue: Vec<Bytes>,
+    queued: usize,
+    /// Offset of the next byte handed to the writer.
+    written: u64,
+    next_sync: u64,
+    guard: WriterGuard,
+}
+
+impl Append {
+    /// Opens the spool of a claimed row for this request.
+    pub async fn open(
+        state: &Arc<AppState>,
+        row: UploadRow,
+        st: UploadState,
+        want: &Want,
+        guard: WriterGuard,
+    ) -> Result<Append, ApiError> {
+        let id = row.id.clone();
+        let writer = state
+            .blobs
+            .spool_open(&id, st.spool.clone())
+            .await
+            .map_err(storage_error)?;
+        let check = want.checksum.as_ref().map(|(a, _)| match a {
+            Alg::Sha1 => Check::Sha1(sha1::Sha1::new()),
+            Alg::Sha256 => Check::Sha256(Sha256::new()),
+        });
+        let sync = state.config.limits.upload_sync_bytes.max(1);
+        let at = st.offset();
+        Ok(Append {
+            state: state.clone(),
+            hashes: Some(Hashes {
+                file: st.hasher()?,
+                check,
+            }),
+            expected: want.checksum.as_ref().map(|(_, d)| d.clone()),
+            row,
+            st,
+            writer,
+            hashing: None,
+            queue: Vec::new(),
+            queued: 0,
+            written: at,
+            next_sync: (at / sync + 1) * sync,
+            guard,
+        })
+    }
+
+    /// Reads the body to its end into the spool. On an error (a broken
+    /// body, a stop) what arrived is saved first, unless a checksum must
+    /// vouch for it; the error is returned either way.
+    pub async fn body(&mut self, reader: &mut BodyReader) -> Result<(), ApiError> {
+        let r = self.read_all(reader).await;
+        if let Err(e) = r {
+            if self.expected.is_none() && e.kind != Kind::Conflict {
+                if let Err(s) = self.checkpoint().await {
+                    tracing::warn!(id = self.row.id, "saving a broken append: {s}");
+                }
+            }
+            return Err(e);
+        }
+        self.verify().await?;
+        self.checkpoint().await
+    }
+
+    async fn read_all(&mut self, reader: &mut BodyReader) -> Result<(), ApiError> {
+        let batch = self.state.config.limits.write_batch;
+        let stop = self.guard.stop.clone();
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = stop.notified() => return Err(taken_over()),
+                c = reader.next() => c?,
+            };
+            let Some(chunk) = next else { return Ok(()) };
+            self.push(chunk)?;
+            if self.queued >= batch {
+                self.write_queue().await?;
+            }
+            if self.expected.is_none() && self.written >= self.next_sync {
+                self.checkpoint().await?;
+            }
+        }
+    }
+
+    fn push(&mut self, chunk: Bytes) -> Result<(), ApiError> {
+        let end = self.written + (self.queued + chunk.len()) as u64;
+        let l = &self.state.config.limits;
+        if let Some(len) = self.st.length.filter(|len| end > *len) {
+            let m = format!("the body goes past Upload-Length ({len} bytes)");
+            return Err(ApiError::new(Kind::Limit, m));
+        }
+        if end > l.file_bytes {
+            return Err(ApiError::limit("file_bytes", l.file_bytes));
+        }
+        self.queued += chunk.len();
+        self.queue.push(chunk);
+        Ok(())
+    }
+
+    /// Hands the queue to the writer and its hashing to the pool.
+    async fn write_queue(&mut self) -> Result<(), ApiError> {
+        if self.queue.is_empty() {
+            return Ok(());
+        }
+        let q = std::mem::take(&mut self.queue);
+        let mut h = self.settle_hash().await?;
+        if self.queued < HASH_INLINE {
+            h.update(&q);
+            self.hashes = Some(h);
+        } else {
+            let batch = q.clone();
+            self.hashing = Some(tokio::task::spawn_blocking(move || {
+                h.update(&batch);
+                h
+            }));
+        }
+        self.written += self.queued as u64;
+        self.queued = 0;
+        self.writer.write(q).await.map_err(storage_error)
+    }
+
+    async fn settle_hash(&mut self) -> Result<Hashes, ApiError> {
+        match self.hashing.take() {
+            Some(job) => job
+                .await
+                .map_err(|e| ApiError::storage(format!("hashing task failed: {e}"))),
+            None => self
+                .hashes
+                .take()
+                .ok_or_else(|| ApiError::storage("hasher used after a failure")),
+        }
+    }
+
+    /// Compares the request's checksum (460 on a mismatch: nothing of the
+    /// body is saved, and the next writer cuts it off the spool).
+    async fn verify(&mut self) -> Result<(), ApiError> {
+        self.write_queue().await?;
+        let mut h = self.settle_hash().await?;
+        let got = match h.check.take() {
+            Some(Check::Sha1(c)) => c.finalize().to_vec(),
+            Some(Check::Sha256(c)) => c.finalize().to_vec(),
+            None => Vec::new(),
+        };
+        self.hashes = Some(h);
+        match &self.expected {
+            Some(want) if *want != got => Err(ApiError::new(
+                Kind::Checksum,
+                "Upload-Checksum does not match the body: none of it was kept",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Makes everything written durable and saves the offset with the
+    /// hash state, fenced by this writer's generation.
+    pub async fn checkpoint(&mut self) -> Result<(), ApiError> {
+        self.write_queue().await?;
+        let h = self.settle_hash().await?;
+        self.st.set_hasher(&h.file);
+        self.hashes = Some(h);
+        let spool = self.writer.sync().await.map_err(storage_error)?;
+        let mut st = self.st.clone();
+        st.spool = spool;
+        let saved = self.save(st.clone(), None).await;
+        self.writer.saved(saved.is_ok()).await;
+        saved?;
+        self.st = st;
+        let sync = self.state.config.limits.upload_sync_bytes.max(1);
+        self.next_sync = (self.written / sync + 1) * sync;
+        Ok(())
+    }
+
+    /// Saves `st` (and a media row) if this writer still holds the upload.
+    async fn save(
+        &mut self,
+        st: UploadState,
+        media: Option<NewMedia>,
+    ) -> Result<Option<MediaRecord>, ApiError> {
+        let mut row = self.row.clone();
+        row.state = st.to_json();
+        row.open = !st.complete;
+        row.expires = super::expires(&self.state);
+        match self.state.meta.upload_save(&row, media).await? {
+            Some(rec) => {
+                self.row = row;
+                Ok(rec)
+            }
+            None => Err(taken_over()),
+        }
+    }
+
+    /// True once every byte of a known length is saved.
+    pub fn is_full(&self) -> bool {
+        self.st.length == Some(self.st.offset())
+    }
+
+    /// Fixes the length at the current offset (IETF `Upload-Complete: ?1`,
+    /// or tus `Upload-Length` reached).
+    pub fn set_length(&mut self, len: u64) {
+        self.st.length = Some(len);
+    }
+
+    /// Makes the blob final and the upload a media item (a partial upload
+    /// of a concatenation stays a blob without a row).
+    pub async fn complete(mut self) -> Result<Option<MediaRecord>, ApiError> {
+        let h = self.settle_hash().await?;
+        self.writer.finish().await.map_err(storage_error)?;
+        let (row, st) = (self.row.clone(), self.st.clone());
+        complete_saved(&self.state, row, st, hex::encode(h.file.finalize())).await
+    }
+}
+
+/// Marks a finished spool complete, with its media row unless it is a
+/// partial upload. Shared by [`Append::complete`] and the recovery of a
+/// node that died between finishing the blob and saving that.
+pub async fn complete_saved(
+    state: &Arc<AppState>,
+    mut row: UploadRow,
+    mut st: UploadState,
+    sha256: String,
+) -> Result<Option<MediaRecord>, ApiError> {
+    st.complete = true;
+    st.media = !st.is_partial();
+    let media = st.media.then(|| NewMedia {
+        id: row.id.clone(),
+        field: None,
+        filename: st.filename.clone(),
+        content_type: crate::upload::clean_content_type(st.filetype.as_deref()),
+        size: st.offset(),
+        sha256,
+    });
+    row.state = st.to_json();
+    row.open = false;
+    row.expires = super::expires(state);
+    match state.meta.upload_save(&row, media).await? {
+        Some(rec) => {
+            if rec.is_some() {
+                let m = &state.metrics;
+                m.files_stored
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(rec)
+        }
+        None => Err(taken_over()),
+    }
+}
+
+fn taken_over() -> ApiError {
+    ApiError::new(
+        Kind::Conflict,
+        "a newer request for this upload took over; resume from its offset",
+    )
+}

@@ -1,0 +1,714 @@
+//! Resumable uploads at `/v1/uploads`: tus 1.0.0 with the extensions
+//! creation, creation-with-upload, creation-defer-length, termination,
+//! expiration, checksum (sha1, sha256) and concatenation
+//! (<https://tus.io/protocols/resumable-upload>), and the IETF draft
+//! "Resumable Uploads for HTTP" (draft-ietf-httpbis-resumable-upload) in
+//! interop versions 5 (-03/-04) and 6 (-05), on the same URLs.
+//!
+//! | request | answer |
+//! |---|---|
+//! | `OPTIONS /v1/uploads` | capabilities (no credentials needed) |
+//! | `POST /v1/uploads` | 201 `Location`: a new upload, maybe with its first bytes |
+//! | `HEAD /v1/uploads/{id}` | its durable offset (tus 200, IETF 204) |
+//! | `PATCH /v1/uploads/{id}` | appends at `Upload-Offset` (204) |
+//! | `DELETE /v1/uploads/{id}` | terminates it (204) |
+//!
+//! A finished upload is an ordinary media item with the same id
+//! (`/v1/media/{id}`). Its state lives in the metadata store, so any node
+//! continues any upload (`state.rs`); one writer at a time (`lock.rs`);
+//! durable offsets only (`append.rs`).
+
+mod append;
+mod lock;
+mod proto;
+mod state;
+
+pub use lock::Writers;
+
+use self::append::{complete_saved, Append, Want};
+use self::proto::{Concat, Proto};
+use self::state::{gone, ConcatState, UploadState};
+use crate::admission::admit;
+use crate::error::{ApiError, Kind};
+use crate::response::{self, empty, Response};
+use crate::state::AppState;
+use crate::store::{is_id, new_id, UploadRow};
+use crate::upload::{storage_error, BodyReader, Ingest};
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Request, StatusCode};
+use hyper::body::Incoming;
+use std::sync::Arc;
+
+const FORMAT: &str = "tus";
+const EXTENSIONS: &str = "creation,creation-with-upload,creation-defer-length,termination,\
+                          expiration,checksum,concatenation";
+
+/// Everything under `/v1/uploads`; `rest` is what follows it.
+pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) -> Response {
+    let proto = proto::proto(req.headers(), req.method() == Method::OPTIONS);
+    if req.method() == Method::OPTIONS {
+        return decorate(options(state), proto.unwrap_or(Proto::Tus), None);
+    }
+    let auth = req.headers().get(http::header::AUTHORIZATION);
+    let auth = auth.map(|v| v.as_bytes().to_vec());
+    let owner = match state.auth.identify(&*state.meta, auth.as_deref()).await {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            let e = ApiError::new(Kind::Unauthorized, "missing or bad credentials");
+            return reject(state, req, e, Proto::Tus);
+        }
+        Err(e) => return reject(state, req, e.into(), Proto::Tus),
+    };
+    let proto = match proto {
+        Ok(p) => p,
+        Err(e) => return reject(state, req, e, Proto::Tus),
+    };
+    let id = rest.strip_prefix('/').unwrap_or("").to_string();
+    let m = req.method().clone();
+    match (m, id.is_empty()) {
+        (Method::POST, true) => create(state, req, proto, owner).await,
+        (Method::HEAD, false) => answer(state, head(state, &id, proto).await, proto),
+        (Method::PATCH, false) => patch(state, req, &id, proto).await,
+        (Method::DELETE, false) => answer(state, terminate(state, &id).await, proto),
+        _ => {
+            let e = ApiError::new(Kind::MethodNotAllowed, "method not allowed");
+            reject(state, req, e, proto)
+        }
+    }
+}
+
+/// Seconds since the epoch.
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A new expiry for an upload touched now.
+pub(crate) fn expires(state: &AppState) -> i64 {
+    now().saturating_add(state.config.limits.upload_expiry_s as i64)
+}
+
+fn set(r: &mut Response, name: &'static str, value: impl ToString) {
+    if let Ok(v) = HeaderValue::try_from(value.to_string()) {
+        r.headers_mut().insert(HeaderName::from_static(name), v);
+    }
+}
+
+/// The headers every answer of the protocol carries.
+fn decorate(mut r: Response, proto: Proto, offset: Option<u64>) -> Response {
+    if proto == Proto::Tus {
+        set(&mut r, "tus-resumable", "1.0.0");
+    }
+    if let Some(o) = offset {
+        set(&mut r, "upload-offset", o);
+    }
+    r
+}
+
+fn answer(state: &Arc<AppState>, r: Result<Response, ApiError>, proto: Proto) -> Response {
+    let r = r.unwrap_or_else(|e| {
+        state.metrics.rejected(e.reason());
+        response::error(&e, false)
+    });
+    decorate(r, proto, None)
+}
+
+/// An error before the body was touched (see `handlers::reject`).
+fn reject(state: &Arc<AppState>, req: Request<Incoming>, e: ApiError, proto: Proto) -> Response {
+    state.metrics.rejected(e.reason());
+    let unread = !http_body::Body::is_end_stream(req.body());
+    decorate(response::error(&e, unread), proto, None)
+}
+
+fn no_content() -> Response {
+    let mut r = Response::new(empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    r
+}
+
+/// `OPTIONS`: what this server speaks (tus core "OPTIONS", IETF
+/// `Upload-Limit`).
+fn options(state: &AppState) -> Response {
+    let max = state.config.limits.file_bytes;
+    let mut r = no_content();
+    set(&mut r, "tus-version", "1.0.0");
+    set(&mut r, "tus-extension", EXTENSIONS);
+    set(&mut r, "tus-max-size", max);
+    set(&mut r, "tus-checksum-algorithm", proto::ALGS);
+    set(&mut r, "upload-limit", format!("max-size={max}"));
+    r
+}
+
+/// The absolute URL of upload `id`, from the request's `Host`.
+fn location(h: &HeaderMap, id: &str) -> String {
+    match h.get(http::header::HOST).and_then(|v| v.to_str().ok()) {
+        Some(host) => format!("http://{host}/v1/uploads/{id}"),
+        None => format!("/v1/uploads/{id}"),
+    }
+}
+
+/// What a creation request declares.
+struct Creation {
+    length: Option<u64>,
+    metadata: Option<String>,
+    filename: Option<String>,
+    filetype: Option<String>,
+    concat: Option<Concat>,
+    /// The body carries the first bytes.
+    with_body: bool,
+    /// IETF `Upload-Complete: ?1`: the body is the whole upload.
+    complete: bool,
+}
+
+fn parse_creation(state: &AppState, h: &HeaderMap, proto: Proto) -> Result<Creation, ApiError> {
+    let l = &state.config.limits;
+    let metadata = proto::text(h, "upload-metadata")?.map(str::to_string);
+    let pairs = match &metadata {
+        Some(m) => proto::metadata(m, l.upload_metadata_bytes)?,
+        None => Vec::new(),
+    };
+    let utf8 = |k: &str| -> Result<Option<String>, ApiError> {
+        match pairs
+            .iter()
+            .find(|(key, _)| key == k)
+            .and_then(|(_, v)| v.clone())
+        {
+            None => Ok(None),
+            Some(v) => String::from_utf8(v).map(Some).map_err(|_| {
+                ApiError::new(Kind::Malformed, format!("Upload-Metadata: {k}: not UTF-8"))
+            }),
+        }
+    };
+    let (filename, filetype) = (utf8("filename")?, utf8("filetype")?);
+    if filename
+        .as_ref()
+        .is_some_and(|f| f.len() > l.filename_bytes)
+    {
+        return Err(ApiError::limit("filename_bytes", l.filename_bytes as u64));
+    }
+    let concat = proto::text(h, "upload-concat")?
+        .map(|v| proto::concat(v, l.concat_uploads))
+        .transpose()?;
+    let length = proto::number(h, "upload-length")?;
+    let defer = proto::text(h, "upload-defer-length")?;
+    let ct = proto::text(h, "content-type")?;
+    let (with_body, complete) = match proto {
+        Proto::Tus => {
+            let is_final = matches!(concat, Some(Concat::Final(_)));
+            match (length, defer) {
+                (Some(_), None) | (None, Some("1")) => {}
+                (None, None) if is_final => {}
+                _ => {
+                    let m = "send either Upload-Length or Upload-Defer-Length: 1";
+                    return Err(ApiError::new(Kind::Malformed, m));
+                }
+            }
+            let data = ct == Some("application/offset+octet-stream");
+            if !data && has_body(h) {
+                let m = "a creation body must be application/offset+octet-stream";
+                return Err(ApiError::new(Kind::Unsupported, m));
+            }
+            (data, false)
+        }
+        Proto::Ietf(_) => {
+            let complete = proto::boolean(h, "upload-complete")?.ok_or_else(|| {
+                ApiError::new(Kind::Malformed, "an upload creation needs Upload-Complete")
+            })?;
+            (true, complete)
+        }
+    };
+    if let Some(len) = length.filter(|n| *n > l.file_bytes) {
+        let _ = len;
+        return Err(ApiError::limit("file_bytes", l.file_bytes));
+    }
+    Ok(Creation {
+        length,
+        metadata,
+        filename,
+        filetype,
+        concat,
+        with_body,
+        complete,
+    })
+}
+
+/// True if the request says it has a body (`Content-Length` > 0 or chunked).
+fn has_body(h: &HeaderMap) -> bool {
+    let cl = h
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match cl {
+        Some(n) => n > 0,
+        None => h.contains_key(http::header::TRANSFER_ENCODING),
+    }
+}
+
+/// `POST /v1/uploads`.
+async fn create(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    proto: Proto,
+    owner: String,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let mut reader = BodyReader::new(state, body);
+    let r = create_run(state, &parts.headers, proto, owner, &mut reader).await;
+    let counted = r.as_ref().map_or(true, |(_, appended)| *appended);
+    let r = r.map(|(r, _)| r);
+    if counted {
+        return decorate(super::finish_upload(state, FORMAT, &reader, r), proto, None);
+    }
+    let r = r.unwrap_or_else(|e| {
+        state.metrics.rejected(e.reason());
+        response::error(&e, !reader.is_done())
+    });
+    decorate(r, proto, None)
+}
+
+/// The creation; true with the answer when bytes were appended (counted
+/// as an upload in the metrics).
+async fn create_run(
+    state: &Arc<AppState>,
+    h: &HeaderMap,
+    proto: Proto,
+    owner: String,
+    reader: &mut BodyReader,
+) -> Result<(Response, bool), ApiError> {
+    let c = parse_creation(state, h, proto)?;
+    if let Some(Concat::Final(ids)) = &c.concat {
+        let r = concat_final(state, h, &c, ids, owner, reader).await?;
+        return Ok((r, true));
+    }
+    let id = new_id();
+    let lease = state.leases.take(&id).await?;
+    let spool = state
+        .blobs
+        .spool_create(&id, lease.clone())
+        .await
+        .map_err(storage_error)?;
+    let mut st = UploadState::new(spool, c.length);
+    st.filename = c.filename.clone();
+    st.filetype = c.filetype.clone();
+    st.metadata = c.metadata.clone();
+    st.concat = matches!(c.concat, Some(Concat::Partial)).then_some(ConcatState::Partial);
+    let row = UploadRow {
+        id: id.clone(),
+        owner,
+        expires: expires(state),
+        gen: 0,
+        open: true,
+        state: st.to_json(),
+    };
+    let max = state.config.limits.open_uploads;
+    if !state.meta.upload_create(row, max).await? {
+        // The lease, dropped unended, removes the spool.
+        let mut e = ApiError::new(
+            Kind::TooMany,
+            format!("open_uploads = {max} unfinished uploads reached for this credential: finish or delete one"),
+        );
+        e.limit = Some(("open_uploads", max as u64));
+        return Err(e);
+    }
+    // The row names the spool now: the lease's work is done.
+    lease.end();
+    state.meta.release(&id, &state.node).await?;
+    let mut r = Response::new(empty());
+    *r.status_mut() = StatusCode::CREATED;
+    set(&mut r, "location", location(h, &id));
+    let mut offset = None;
+    let appended = c.with_body && (has_body(h) || c.complete);
+    if appended {
+        let want = Want {
+            checksum: None,
+            complete_at_end: c.complete,
+        };
+        let (o, _) = append_to(state, &id, 0, want, reader).await?;
+        offset = Some(o);
+    } else if proto != Proto::Tus {
+        offset = Some(0);
+    }
+    set(&mut r, "upload-expires", proto::http_date(expires(state)));
+    if let Some(o) = offset {
+        set(&mut r, "upload-offset", o);
+    }
+    if let Proto::Ietf(_) = proto {
+        let complete = c.complete && appended;
+        set(
+            &mut r,
+            "upload-complete",
+            if complete { "?1" } else { "?0" },
+        );
+    }
+    Ok((r, appended))
+}
+
+/// Claims the upload, checks where it stands, appends the body at
+/// `offset` and completes the upload if that was its last byte. Returns
+/// the new offset and whether it is complete.
+async fn append_to(
+    state: &Arc<AppState>,
+    id: &str,
+    offset: u64,
+    want: Want,
+    reader: &mut BodyReader,
+) -> Result<(u64, bool), ApiError> {
+    let guard = state.writers.take(id).await;
+    let row = state
+        .meta
+        .upload_claim(id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let st = UploadState::parse(id, &row.state)?;
+    if row.expires < now() {
+        return Err(gone(id));
+    }
+    if st.is_final() {
+        let m = "a final concatenation takes no bytes of its own";
+        return Err(ApiError::new(Kind::Forbidden, m));
+    }
+    if offset != st.offset() {
+        return Err(mismatch(st.offset()));
+    }
+    let _admission = admit(state, reader.progress(), 0).await?;
+    let mut a = Append::open(state, row, st, &want, guard).await?;
+    if a.st.complete {
+        return Ok((a.st.offset(), true));
+    }
+    a.body(reader).await?;
+    if want.complete_at_end {
+        if a.st.length.is_some_and(|l| l != a.st.offset()) {
+            let m = "Upload-Complete: ?1 before Upload-Length was reached";
+            return Err(ApiError::new(Kind::Malformed, m));
+        }
+        a.set_length(a.st.offset());
+        a.checkpoint().await?;
+    }
+    let at = a.st.offset();
+    if !a.is_full() {
+        return Ok((at, false));
+    }
+    a.complete().await?;
+    Ok((at, true))
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::new(Kind::NotFound, format!("no upload {id}"))
+}
+
+/// 409 naming the offset to resume from.
+fn mismatch(at: u64) -> ApiError {
+    ApiError::new(
+        Kind::Conflict,
+        format!("Upload-Offset does not match: the upload is at {at}"),
+    )
+}
+
+/// `PATCH /v1/uploads/{id}`.
+async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: Proto) -> Response {
+    let (parts, body) = req.into_parts();
+    let mut reader = BodyReader::new(state, body);
+    let r = patch_run(state, &parts.headers, id, proto, &mut reader).await;
+    // A mismatch answers with the offset to resume from.
+    let at = match &r {
+        Err(e) if e.kind == Kind::Conflict => current_offset(state, id).await,
+        _ => None,
+    };
+    let r = r.map(|(offset, complete)| {
+        let mut r = no_content();
+        set(&mut r, "upload-offset", offset);
+        set(&mut r, "upload-expires", proto::http_date(expires(state)));
+        if let Proto::Ietf(_) = proto {
+            set(
+                &mut r,
+                "upload-complete",
+                if complete { "?1" } else { "?0" },
+            );
+        }
+        r
+    });
+    decorate(super::finish_upload(state, FORMAT, &reader, r), proto, at)
+}
+
+async fn current_offset(state: &Arc<AppState>, id: &str) -> Option<u64> {
+    let row = state.meta.upload_get(id).await.ok()??;
+    UploadState::parse(id, &row.state).ok().map(|s| s.offset())
+}
+
+async fn patch_run(
+    state: &Arc<AppState>,
+    h: &HeaderMap,
+    id: &str,
+    proto: Proto,
+    reader: &mut BodyReader,
+) -> Result<(u64, bool), ApiError> {
+    if !is_id(id) {
+        return Err(not_found(id));
+    }
+    let ct = proto::text(h, "content-type")?;
+    let want_ct = match proto {
+        Proto::Tus => Some("application/offset+octet-stream"),
+        Proto::Ietf(6) => Some("application/partial-upload"),
+        Proto::Ietf(_) => None,
+    };
+    if let Some(w) = want_ct.filter(|w| ct != Some(*w)) {
+        let m = format!("a PATCH body must be {w}");
+        return Err(ApiError::new(Kind::Unsupported, m));
+    }
+    let offset = proto::number(h, "upload-offset")?
+        .ok_or_else(|| ApiError::new(Kind::Malformed, "PATCH needs Upload-Offset"))?;
+    let (checksum, complete_at_end) = match proto {
+        Proto::Tus => {
+            let c = proto::text(h, "upload-checksum")?
+                .map(proto::checksum)
+                .transpose()?;
+            (c, false)
+        }
+        Proto::Ietf(_) => {
+            let c = proto::boolean(h, "upload-complete")?
+                .ok_or_else(|| ApiError::new(Kind::Malformed, "an append needs Upload-Complete"))?;
+            (None, c)
+        }
+    };
+    if proto == Proto::Tus {
+        if let Some(len) = proto::number(h, "upload-length")? {
+            declare_length(state, id, offset, len).await?;
+        }
+    }
+    let want = Want {
+        checksum,
+        complete_at_end,
+    };
+    append_to(state, id, offset, want, reader).await
+}
+
+/// tus `creation-defer-length`: a `PATCH` that fixes the length.
+async fn declare_length(
+    state: &Arc<AppState>,
+    id: &str,
+    offset: u64,
+    len: u64,
+) -> Result<(), ApiError> {
+    let l = &state.config.limits;
+    if len > l.file_bytes {
+        return Err(ApiError::limit("file_bytes", l.file_bytes));
+    }
+    let _guard = state.writers.take(id).await;
+    let mut row = state
+        .meta
+        .upload_claim(id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let mut st = UploadState::parse(id, &row.state)?;
+    match st.length {
+        Some(have) if have == len => return Ok(()),
+        Some(have) => {
+            let m = format!("Upload-Length is {have} already");
+            return Err(ApiError::new(Kind::Malformed, m));
+        }
+        None if len < st.offset().max(offset) => {
+            let m = "Upload-Length below the upload's offset";
+            return Err(ApiError::new(Kind::Malformed, m));
+        }
+        None => {}
+    }
+    st.length = Some(len);
+    row.state = st.to_json();
+    match state.meta.upload_save(&row, None).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::new(Kind::Conflict, "a newer request took over")),
+    }
+}
+
+/// `HEAD /v1/uploads/{id}`.
+async fn head(state: &Arc<AppState>, id: &str, proto: Proto) -> Result<Response, ApiError> {
+    if !is_id(id) {
+        return Err(not_found(id));
+    }
+    let Some(row) = state.meta.upload_get(id).await? else {
+        // Its row expired after it became media: the media says the rest.
+        let m = state.meta.get(id).await?.ok_or_else(|| not_found(id))?;
+        return Ok(status_answer(proto, m.size, Some(m.size), true));
+    };
+    if row.expires < now() {
+        return Err(gone(id));
+    }
+    let mut st = UploadState::parse(id, &row.state)?;
+    if !st.complete && st.length == Some(st.offset()) {
+        st = recover_completion(state, id).await?;
+    }
+    let mut r = status_answer(proto, st.offset(), st.length, st.complete);
+    r.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    if st.length.is_none() && proto == Proto::Tus {
+        set(&mut r, "upload-defer-length", 1);
+    }
+    if let Some(m) = &st.metadata {
+        set(&mut r, "upload-metadata", m);
+    }
+    match &st.concat {
+        Some(ConcatState::Partial) => set(&mut r, "upload-concat", "partial"),
+        Some(ConcatState::Final(ids)) => {
+            let urls: Vec<String> = ids.iter().map(|i| format!("/v1/uploads/{i}")).collect();
+            set(&mut r, "upload-concat", format!("final;{}", urls.join(" ")));
+        }
+        None => {}
+    }
+    set(&mut r, "upload-expires", proto::http_date(row.expires));
+    Ok(r)
+}
+
+fn status_answer(proto: Proto, offset: u64, length: Option<u64>, complete: bool) -> Response {
+    let mut r = no_content();
+    if proto == Proto::Tus {
+        *r.status_mut() = StatusCode::OK;
+    }
+    set(&mut r, "upload-offset", offset);
+    if let Some(l) = length {
+        set(&mut r, "upload-length", l);
+    }
+    if let Proto::Ietf(_) = proto {
+        set(
+            &mut r,
+            "upload-complete",
+            if complete { "?1" } else { "?0" },
+        );
+    }
+    r
+}
+
+/// Finishes an upload whose last byte was saved by a node that died (or
+/// failed) before it finished the blob: idempotent on the store's side.
+async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadState, ApiError> {
+    let _guard = state.writers.take(id).await;
+    let row = state
+        .meta
+        .upload_claim(id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let st = UploadState::parse(id, &row.state)?;
+    if st.complete || st.length != Some(st.offset()) {
+        return Ok(st);
+    }
+    state
+        .blobs
+        .spool_finish(id, st.spool.clone())
+        .await
+        .map_err(storage_error)?;
+    let sha = hex::encode(sha2::Digest::finalize(st.hasher()?));
+    complete_saved(state, row.clone(), st, sha).await?;
+    let row = state
+        .meta
+        .upload_get(id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    UploadState::parse(id, &row.state)
+}
+
+/// `DELETE /v1/uploads/{id}` (tus termination, IETF cancellation): the
+/// writer, if any, is stopped; the bytes go, then the row. A finished
+/// upload's media item goes with it.
+async fn terminate(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
+    if !is_id(id) {
+        return Err(not_found(id));
+    }
+    let _guard = state.writers.take(id).await;
+    let row = state
+        .meta
+        .upload_claim(id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let st = UploadState::parse(id, &row.state)?;
+    if st.media {
+        match super::media::delete(state, id).await {
+            Ok(_) => {}
+            Err(e) if e.kind == Kind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    } else {
+        state
+            .blobs
+            .spool_abort(id, st.spool)
+            .await
+            .map_err(storage_error)?;
+    }
+    state.meta.upload_remove(id, row.gen).await?;
+    Ok(no_content())
+}
+
+/// tus concatenation: `POST` with `Upload-Concat: final;…` makes one media
+/// item of complete partial uploads, in order, read back and written as a
+/// new blob (hashed on the way, like any upload). The partial uploads stay
+/// until they expire or are terminated.
+async fn concat_final(
+    state: &Arc<AppState>,
+    h: &HeaderMap,
+    c: &Creation,
+    ids: &[String],
+    owner: String,
+    reader: &mut BodyReader,
+) -> Result<Response, ApiError> {
+    let l = &state.config.limits;
+    let mut parts = Vec::with_capacity(ids.len());
+    let mut total = 0u64;
+    for pid in ids {
+        let row = state.meta.upload_get(pid).await?.ok_or_else(|| {
+            ApiError::new(Kind::Malformed, format!("Upload-Concat: no upload {pid}"))
+        })?;
+        let st = UploadState::parse(pid, &row.state)?;
+        if !(st.is_partial() && st.complete) {
+            let m = format!("Upload-Concat: {pid} is not a complete partial upload");
+            return Err(ApiError::new(Kind::Malformed, m));
+        }
+        total += st.offset();
+        parts.push((pid.clone(), st));
+    }
+    if total > l.file_bytes {
+        return Err(ApiError::limit("file_bytes", l.file_bytes));
+    }
+    let _admission = admit(state, reader.progress(), 0).await?;
+    let filename = c.filename.clone().or_else(|| parts[0].1.filename.clone());
+    let filetype = c.filetype.clone().or_else(|| parts[0].1.filetype.clone());
+    let mut ingest = Ingest::new(state);
+    let mut sink = ingest
+        .begin_file(None, filename, filetype.as_deref())
+        .await?;
+    for (pid, st) in &parts {
+        let mut s = state
+            .blobs
+            .open(pid, 0, st.offset())
+            .await
+            .map_err(storage_error)?;
+        while let Some(chunk) = std::future::poll_fn(|cx| s.as_mut().poll_next(cx)).await {
+            sink.push(chunk.map_err(storage_error)?)?;
+            sink.flush().await?;
+        }
+    }
+    ingest.finish_file(sink).await?;
+    let (records, _) = ingest.commit().await?;
+    let rec = &records[0];
+    let mut st = UploadState::new(Default::default(), Some(rec.size));
+    st.spool.len = rec.size;
+    st.concat = Some(ConcatState::Final(ids.to_vec()));
+    st.complete = true;
+    st.media = true;
+    st.filename = rec.filename.clone();
+    st.metadata = c.metadata.clone();
+    let row = UploadRow {
+        id: rec.id.clone(),
+        owner,
+        expires: expires(state),
+        gen: 0,
+        open: false,
+        state: st.to_json(),
+    };
+    state.meta.upload_create(row, usize::MAX).await?;
+    let mut r = Response::new(empty());
+    *r.status_mut() = StatusCode::CREATED;
+    set(&mut r, "location", location(h, &rec.id));
+    set(&mut r, "upload-offset", rec.size);
+    Ok(r)
+}

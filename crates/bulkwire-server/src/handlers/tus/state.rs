@@ -1,0 +1,148 @@
+//! A resumable upload's state, as saved in its row of the metadata store
+//! (`UploadRow::state`, JSON): everything a node needs to go on, so that
+//! any node can continue any upload (DESIGN.md "Storage").
+//!
+//! The SHA-256 of the whole file is kept as the hash's running state
+//! (`sha2`'s serializable state: the eight chaining words, the block
+//! count and the unhashed bytes of the last partial block, ~105 bytes),
+//! saved with every durable offset. Resuming costs nothing but reading it
+//! back; the alternative, hashing the stored parts in order at completion,
+//! would read the whole file again.
+
+use crate::error::{ApiError, Kind};
+use crate::store::Spool;
+use serde::{Deserialize, Serialize};
+use sha2::digest::common::hazmat::{SerializableState, SerializedState};
+use sha2::Sha256;
+
+/// The JSON state of one resumable upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadState {
+    /// Where the bytes are (the janitor reads this key).
+    pub spool: Spool,
+    /// The total length; `None` while deferred (tus
+    /// `creation-defer-length`, an IETF upload not yet complete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<u64>,
+    /// The running SHA-256 of the durable bytes, serialized, in hex.
+    pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filetype: Option<String>,
+    /// `Upload-Metadata` as sent, echoed by `HEAD`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<String>,
+    /// `partial`, or the partial uploads' ids of a final one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concat: Option<ConcatState>,
+    /// Every byte is in and the blob is final.
+    #[serde(default)]
+    pub complete: bool,
+    /// The blob belongs to a media row (a complete upload that is not a
+    /// partial one): the janitor then removes only this row.
+    #[serde(default)]
+    pub media: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConcatState {
+    Partial,
+    Final(Vec<String>),
+}
+
+impl UploadState {
+    pub fn new(spool: Spool, length: Option<u64>) -> UploadState {
+        UploadState {
+            spool,
+            length,
+            sha256: save_hash(&Sha256::default()),
+            filename: None,
+            filetype: None,
+            metadata: None,
+            concat: None,
+            complete: false,
+            media: false,
+        }
+    }
+
+    pub fn parse(id: &str, json: &str) -> Result<UploadState, ApiError> {
+        serde_json::from_str(json)
+            .map_err(|e| ApiError::storage(format!("upload {id}: unreadable state: {e}")))
+    }
+
+    pub fn to_json(&self) -> String {
+        // A struct of strings, numbers and lists: serializing cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn offset(&self) -> u64 {
+        self.spool.len
+    }
+
+    pub fn is_final(&self) -> bool {
+        matches!(self.concat, Some(ConcatState::Final(_)))
+    }
+
+    pub fn is_partial(&self) -> bool {
+        self.concat == Some(ConcatState::Partial)
+    }
+
+    /// The running hash at [`UploadState::offset`].
+    pub fn hasher(&self) -> Result<Sha256, ApiError> {
+        let broken = || ApiError::storage("an upload's saved hash state is unreadable");
+        let bytes = hex::decode(&self.sha256).map_err(|_| broken())?;
+        let st = SerializedState::<Sha256>::try_from(&bytes[..]).map_err(|_| broken())?;
+        Sha256::deserialize(&st).map_err(|_| broken())
+    }
+
+    pub fn set_hasher(&mut self, h: &Sha256) {
+        self.sha256 = save_hash(h);
+    }
+}
+
+fn save_hash(h: &Sha256) -> String {
+    hex::encode(h.serialize())
+}
+
+/// 410 for an upload past its expiry (the janitor removes it soon).
+pub fn gone(id: &str) -> ApiError {
+    ApiError::new(Kind::Gone, format!("upload {id} has expired"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest;
+
+    #[test]
+    fn the_hash_resumes_exactly_at_any_offset() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 256) as u8).collect();
+        let whole = hex::encode(Sha256::digest(&data));
+        for cut in [0, 1, 63, 64, 65, 4097, 9999] {
+            let mut st = UploadState::new(Spool::default(), None);
+            let mut h = st.hasher().unwrap();
+            h.update(&data[..cut]);
+            st.set_hasher(&h);
+            let json = st.to_json();
+            let mut h = UploadState::parse("x", &json).unwrap().hasher().unwrap();
+            h.update(&data[cut..]);
+            assert_eq!(hex::encode(h.finalize()), whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn state_keeps_every_field_and_the_janitor_keys() {
+        let mut st = UploadState::new(Spool::default(), Some(5));
+        st.concat = Some(ConcatState::Final(vec!["a".into()]));
+        st.filename = Some("f".into());
+        st.media = true;
+        let json = st.to_json();
+        assert_eq!(UploadState::parse("x", &json).unwrap(), st);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["media"], true);
+        assert_eq!(v["spool"]["len"], 0);
+        assert!(UploadState::parse("x", "{}").is_err());
+    }
+}

@@ -1,0 +1,511 @@
+//! The resumable-upload endpoint (`/v1/uploads`, tus 1.0 and the IETF
+//! resumable-upload drafts) driven by the real third-party clients:
+//!
+//! - tus-js-client (npm `tus-js-client`, installed into target/tmp/node with
+//!   `npm install --prefix`), run by testsuite/node/tus_upload.js in its
+//!   three protocols: `tus-v1`, `ietf-draft-03` (interop version 5) and
+//!   `ietf-draft-05` (interop version 6). 64 MiB in 5 MiB chunks go
+//!   through [`CutProxy`], which kills the first connections mid-PATCH;
+//!   the client must resume by itself (HEAD, then PATCH from the server's
+//!   offset) into the same upload.
+//! - tuspy (PyPI `tuspy`, installed into its own venv under target/tmp),
+//!   run by testsuite/py/tus_upload.py with the checksum extension on
+//!   (sha1, tuspy's default, and sha256), and with one chunk whose
+//!   checksum is wrong: 460, and the offset does not move.
+//!
+//! Every upload is then checked as media under the same id: listed with
+//! its size, SHA-256, name and type, and downloaded back byte for byte.
+//!
+//! A missing runtime (node, npm, python3 with venv, or a registry that
+//! cannot be reached) FAILS the test that needs it, with what to install:
+//! with `CI` set the message says the CI machine lacks it, without it says
+//! how to install it locally. Cargo has no "ignored at run time", and a
+//! test that returns early would be reported as passed, which is the one
+//! outcome these tests must never give without having run a client.
+
+mod common;
+
+use bulkwire_server::Limits;
+use common::*;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const TUS_JS: &str = "tus-js-client@4.3.1";
+const TUSPY: &str = "tuspy==1.1.0";
+const MIB: usize = 1 << 20;
+/// A client run that takes longer than this is killed and fails the test.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(300);
+
+fn tmp() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
+}
+
+// ---------------------------------------------------------------------------
+// Runtimes
+
+/// Fails the test for a missing runtime (see the module doc for why this
+/// is never a silent pass).
+fn missing(what: &str, install: &str) -> ! {
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set and {what} is missing: the CI machine must provide it ({install})");
+    }
+    panic!("{what} is missing; install it to run this test: {install}");
+}
+
+/// True when `cmd args…` runs and succeeds.
+fn runs(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// tus-js-client under target/tmp/node; the node_modules dir for
+/// NODE_PATH. Installed once per test process (tests run in parallel and
+/// would otherwise race on the same prefix).
+fn tus_js() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let how = "Node.js >= 18 with npm (Debian: apt-get install nodejs npm)";
+        for tool in ["node", "npm"] {
+            if !runs(Command::new(tool).arg("--version")) {
+                missing(tool, how);
+            }
+        }
+        let prefix = tmp().join("node");
+        let modules = prefix.join("node_modules");
+        let installed = modules.join("tus-js-client/package.json");
+        if !installed.exists() {
+            let ok = runs(
+                Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+                    .arg(&prefix)
+                    .arg(TUS_JS),
+            );
+            if !ok || !installed.exists() {
+                missing(
+                    &format!("{TUS_JS} from the npm registry"),
+                    "a reachable npm registry",
+                );
+            }
+        }
+        modules
+    })
+}
+
+/// The Python of a venv under target/tmp with tuspy, made on first use.
+fn tuspy() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let how = "Python 3 with its venv module (Debian: apt-get install python3 python3-venv)";
+        if !runs(Command::new("python3").arg("--version")) {
+            missing("python3", how);
+        }
+        let venv = tmp().join("tus-venv");
+        let py = venv.join("bin/python");
+        let has = |py: &Path| runs(Command::new(py).args(["-c", "import tusclient"]));
+        if py.exists() && has(&py) {
+            return py;
+        }
+        if !py.exists() && !runs(Command::new("python3").args(["-m", "venv"]).arg(&venv)) {
+            missing("python3 -m venv", how);
+        }
+        let pip = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check", TUSPY])
+            .status();
+        if !pip.is_ok_and(|s| s.success()) || !has(&py) {
+            missing(&format!("{TUSPY} from PyPI"), "a reachable PyPI");
+        }
+        py
+    })
+}
+
+/// Runs a client off the server's runtime, killing it after
+/// [`CLIENT_DEADLINE`] so that a client stuck on a broken server fails
+/// the test instead of hanging it.
+async fn run(mut cmd: Command) -> Output {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("NO_PROXY", "127.0.0.1");
+    tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        // Drain both pipes while waiting: a full pipe would stall the client.
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let read = |r: &mut dyn std::io::Read| {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).map(|_| v)
+        };
+        let out = std::thread::spawn(move || read(&mut out).unwrap());
+        let err = std::thread::spawn(move || read(&mut err).unwrap());
+        let deadline = Instant::now() + CLIENT_DEADLINE;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the client ran longer than {CLIENT_DEADLINE:?}: {cmd:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// The client's report: its last JSON line; fails with both outputs when
+/// the client failed or printed none.
+fn report(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+    let j: Option<Value> = line.and_then(|l| serde_json::from_str(l).ok());
+    match j {
+        Some(j) if out.status.success() && j["ok"] == true => j,
+        _ => panic!(
+            "the client failed (status {:?})\nstdout: {stdout}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A proxy that cuts connections
+
+/// A TCP proxy on 127.0.0.1 in front of the server that kills a
+/// connection (both directions, at once) when it has carried more than
+/// `after` bytes from the client, for the first `cuts` such connections;
+/// later connections pass untouched. With `after` below the chunk size,
+/// only a PATCH body crosses it, so every cut lands mid-chunk.
+struct CutProxy {
+    addr: SocketAddr,
+    state: Arc<CutState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct CutState {
+    upstream: SocketAddr,
+    after: u64,
+    cuts_left: AtomicUsize,
+    cuts: AtomicUsize,
+    /// Client bytes that reached the server.
+    forwarded: AtomicU64,
+}
+
+impl CutState {
+    /// Takes one cut from the budget.
+    fn take_cut(&self) -> bool {
+        let took = self
+            .cuts_left
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if took {
+            self.cuts.fetch_add(1, SeqCst);
+        }
+        took
+    }
+}
+
+impl CutProxy {
+    async fn start(upstream: SocketAddr, after: u64, cuts: usize) -> CutProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let state = Arc::new(CutState {
+            upstream,
+            after,
+            cuts_left: AtomicUsize::new(cuts),
+            cuts: AtomicUsize::new(0),
+            forwarded: AtomicU64::new(0),
+        });
+        let addr = listener.local_addr().unwrap();
+        let s = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(relay(client, s.clone()));
+            }
+        });
+        CutProxy { addr, state, task }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn cuts(&self) -> usize {
+        self.state.cuts.load(SeqCst)
+    }
+
+    fn forwarded(&self) -> u64 {
+        self.state.forwarded.load(SeqCst)
+    }
+}
+
+impl Drop for CutProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One proxied connection. Returning drops both sockets: that is the cut
+/// (with unread data pending, the kernel answers with a reset).
+async fn relay(mut client: TcpStream, state: Arc<CutState>) {
+    let Ok(mut server) = TcpStream::connect(state.upstream).await else {
+        return;
+    };
+    let (mut cr, mut cw) = client.split();
+    let (mut sr, mut sw) = server.split();
+    let up = async {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut carried = 0u64;
+        loop {
+            let n = match cr.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            carried += n as u64;
+            if carried > state.after && state.take_cut() {
+                return;
+            }
+            if sw.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+            state.forwarded.fetch_add(n as u64, SeqCst);
+        }
+        // The client half-closed: pass that on and let the answer finish.
+        let _ = sw.shutdown().await;
+        std::future::pending::<()>().await;
+    };
+    let down = tokio::io::copy(&mut sr, &mut cw);
+    tokio::select! {
+        _ = up => {}
+        _ = down => {}
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Checks
+
+/// A file of `len` deterministic bytes in a temp dir of its own.
+fn test_file(name: &str, len: usize, seed: u64) -> (tempfile::TempDir, PathBuf, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = payload(len, seed);
+    let path = dir.path().join(name);
+    std::fs::write(&path, &data).unwrap();
+    (dir, path, data)
+}
+
+/// The upload id at the end of an upload URL, which must be under
+/// `origin` (the address the client was given: the proxy's when there is
+/// one, else the client's requests would bypass it).
+fn upload_id(url: &str, origin: &str) -> String {
+    let prefix = format!("{origin}/v1/uploads/");
+    let id = url.strip_prefix(&prefix).unwrap_or_else(|| {
+        panic!("upload URL {url} is not under {prefix} (the Location must follow the Host header)")
+    });
+    let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+    assert!(id.len() == 32 && id.chars().all(hex), "upload id {id:?}");
+    id.to_string()
+}
+
+/// The finished upload is media under the same id: listed with its size,
+/// SHA-256, name and type, and downloaded back byte for byte.
+async fn check_media(h: &Harness, id: &str, data: &[u8], name: &str, ct: &str) {
+    let listed = h.list_all().await;
+    let Some(m) = listed.iter().find(|m| m["id"] == id) else {
+        panic!("{id} is not listed: {listed:?}");
+    };
+    assert_eq!(m["size"], data.len() as u64, "{m}");
+    assert_eq!(m["sha256"], sha256(data), "{m}");
+    assert_eq!(m["filename"], name, "{m}");
+    assert_eq!(m["content_type"], ct, "{m}");
+    let got = h.download(&format!("/v1/media/{id}")).await;
+    // Not assert_eq!: a failure would print 64 MiB.
+    assert!(
+        got.len() == data.len() && got == data,
+        "downloaded {} bytes (sha256 {}), uploaded {} (sha256 {})",
+        got.len(),
+        sha256(&got),
+        data.len(),
+        sha256(data)
+    );
+}
+
+/// How many of the client's answers were `method` with a 2xx status.
+fn answered(j: &Value, method: &str) -> usize {
+    let prefix = format!("{method} 2");
+    j["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r.as_str().is_some_and(|r| r.starts_with(&prefix)))
+        .count()
+}
+
+// ---------------------------------------------------------------------------
+// tus-js-client
+
+/// One tus-js-client run (see testsuite/node/tus_upload.js for `opts`).
+async fn tus_js_upload(opts: Value) -> Value {
+    let mut cmd = Command::new("node");
+    cmd.env("NODE_PATH", tus_js())
+        .arg(repo("testsuite/node/tus_upload.js"))
+        .arg(opts.to_string());
+    report(&run(cmd).await)
+}
+
+/// 64 MiB in 5 MiB chunks through a proxy that cuts the first two
+/// connections that carry more than 3 MiB, i.e. twice in the middle of a
+/// PATCH body. `source` is how the file is given to tus-js-client, which
+/// changes what it sends: "stream" (an fs.ReadStream) never marks a chunk
+/// as the last one (`Upload-Complete: ?0` throughout in the IETF modes, so
+/// the server must complete at the Upload-Length it was given), "buffer"
+/// sends `Upload-Complete: ?1` with the last chunk.
+async fn tus_js_resumes_after_cuts(protocol: &str, source: &str, seed: u64) {
+    const LEN: usize = 64 * MIB;
+    const CHUNK: usize = 5 * MIB;
+    const CUTS: usize = 2;
+    let h = start(Limits::default()).await;
+    let name = format!("tus-js-{protocol}.bin");
+    let (_dir, file, data) = test_file(&name, LEN, seed);
+    let proxy = CutProxy::start(h.srv.addr, 3 * MIB as u64, CUTS).await;
+    let j = tus_js_upload(serde_json::json!({
+        "endpoint": proxy.url("/v1/uploads"),
+        "token": TOKEN,
+        "file": file,
+        "protocol": protocol,
+        "source": source,
+        "chunkSize": CHUNK,
+        "retryDelays": [0, 200, 500, 1000, 2000],
+        "filename": name,
+        "filetype": "application/x-tus-test",
+    }))
+    .await;
+    assert_eq!(j["bytes"], LEN as u64, "{j}");
+    assert_eq!(proxy.cuts(), CUTS, "the proxy cut fewer PATCHes: {j}");
+    // Each cut is a failed request that tus-js-client retried, resuming
+    // with HEAD into the same upload: one creation in all.
+    assert!(j["retries"].as_u64().unwrap() >= CUTS as u64, "{j}");
+    assert!(answered(&j, "HEAD") >= CUTS, "no resume by HEAD: {j}");
+    assert_eq!(answered(&j, "POST"), 1, "a new upload was created: {j}");
+    // Resumed from the server's offset, not from the start: at most the
+    // cut chunks were sent twice.
+    let (sent, most) = (proxy.forwarded(), (LEN + CUTS * CHUNK + MIB) as u64);
+    assert!(sent <= most, "{sent} bytes sent for {LEN}");
+    let id = upload_id(j["url"].as_str().unwrap(), &proxy.url(""));
+    check_media(&h, &id, &data, &name, "application/x-tus-test").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tus_js_tus_v1_resumes_after_cut_mid_chunk() {
+    tus_js_resumes_after_cuts("tus-v1", "stream", 41).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tus_js_ietf_draft_05_resumes_after_cut_mid_chunk() {
+    tus_js_resumes_after_cuts("ietf-draft-05", "stream", 42).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tus_js_ietf_draft_03_resumes_after_cut_mid_chunk() {
+    tus_js_resumes_after_cuts("ietf-draft-03", "buffer", 43).await;
+}
+
+/// IETF creation with content (draft-05: the POST carries the first chunk
+/// as `application/partial-upload`, `Upload-Complete: ?0`), then PATCHes,
+/// the last one with `Upload-Complete: ?1`. No proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tus_js_ietf_draft_05_upload_data_during_creation() {
+    const NAME: &str = "with-creation.bin";
+    let h = start(Limits::default()).await;
+    let (_dir, file, data) = test_file(NAME, 3 * MIB + 17, 44);
+    let j = tus_js_upload(serde_json::json!({
+        "endpoint": h.url("/v1/uploads"),
+        "token": TOKEN,
+        "file": file,
+        "protocol": "ietf-draft-05",
+        "source": "buffer",
+        "chunkSize": MIB,
+        "uploadDataDuringCreation": true,
+    }))
+    .await;
+    assert_eq!(j["retries"], 0, "{j}");
+    assert_eq!(answered(&j, "POST"), 1, "{j}");
+    assert_eq!(answered(&j, "PATCH"), 3, "{j}");
+    let id = upload_id(j["url"].as_str().unwrap(), &h.url(""));
+    check_media(&h, &id, &data, NAME, "application/octet-stream").await;
+}
+
+// ---------------------------------------------------------------------------
+// tuspy
+
+/// One tuspy run (see testsuite/py/tus_upload.py for `opts`).
+async fn tuspy_upload(opts: Value) -> Value {
+    let mut cmd = Command::new(tuspy());
+    cmd.arg(repo("testsuite/py/tus_upload.py"))
+        .arg(opts.to_string());
+    report(&run(cmd).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tuspy_upload_checksum_sha1_and_sha256() {
+    let h = start(Limits::default()).await;
+    for (algo, seed) in [("sha1", 51), ("sha256", 52)] {
+        let name = format!("tuspy-{algo}.bin");
+        let (_dir, file, data) = test_file(&name, 5 * MIB + 3, seed);
+        let j = tuspy_upload(serde_json::json!({
+            "endpoint": h.url("/v1/uploads"),
+            "token": TOKEN,
+            "file": file,
+            "chunk_size": MIB,
+            "algo": algo,
+            "filetype": "text/x-tuspy",
+        }))
+        .await;
+        assert_eq!(j["bytes"], data.len() as u64, "{j}");
+        let id = upload_id(j["url"].as_str().unwrap(), &h.url(""));
+        check_media(&h, &id, &data, &name, "text/x-tuspy").await;
+    }
+}
+
+/// A chunk whose `Upload-Checksum` does not match is refused with 460 and
+/// leaves the offset where it was; the same chunk with its right checksum
+/// is then accepted and the upload completes intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tuspy_wrong_checksum_is_460_and_offset_stays() {
+    let h = start(Limits::default()).await;
+    for (algo, seed) in [("sha1", 53), ("sha256", 54)] {
+        let name = format!("tuspy-corrupt-{algo}.bin");
+        let (_dir, file, data) = test_file(&name, 3 * MIB + 5, seed);
+        let j = tuspy_upload(serde_json::json!({
+            "endpoint": h.url("/v1/uploads"),
+            "token": TOKEN,
+            "file": file,
+            "chunk_size": MIB,
+            "algo": algo,
+            "mode": "corrupt",
+        }))
+        .await;
+        assert_eq!(j["corrupt_status"], 460, "{j}");
+        assert_eq!(j["offset_before"], MIB as u64, "{j}");
+        assert_eq!(j["offset_after_corrupt"], MIB as u64, "{j}");
+        assert_eq!(j["bytes"], data.len() as u64, "{j}");
+        let id = upload_id(j["url"].as_str().unwrap(), &h.url(""));
+        check_media(&h, &id, &data, &name, "application/octet-stream").await;
+    }
+}

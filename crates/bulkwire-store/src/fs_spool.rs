@@ -1,0 +1,167 @@
+//! Resumable uploads on files (see [`crate::spool`]): `data/uploads/{id}`,
+//! appended to through the page cache and `fdatasync`ed at each durable
+//! point; finished by the same rename into `blobs/` as a commit.
+//!
+//! Through the page cache, not `O_DIRECT` (`direct.rs`): a resumed upload
+//! starts at any byte offset, and a direct write would have to read back
+//! and rewrite the partial block before it.
+
+use crate::spool::{Spool, SpoolWriter};
+use crate::BoxFut;
+use bytes::Bytes;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Seek, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+use super::fs::{blocking, remove_if_exists};
+
+/// Paths and the open `blobs/` directory, from the store.
+pub(crate) struct FsSpoolPaths {
+    pub file: PathBuf,
+    pub fin: PathBuf,
+    pub dir: Arc<File>,
+}
+
+/// Creates the empty spool file (an existing one is an error: ids are new).
+pub(crate) async fn create(p: FsSpoolPaths) -> io::Result<Spool> {
+    blocking(move || {
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p.file)?;
+        f.sync_all()?;
+        Ok(Spool::default())
+    })
+    .await
+}
+
+/// Opens the spool file cut back to the saved length.
+pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn SpoolWriter>> {
+    let path = p.file.clone();
+    let len = spool.len;
+    let file = blocking(move || {
+        let mut f = OpenOptions::new().write(true).open(&path)?;
+        let at = f.metadata()?.len();
+        if at < len {
+            let m = format!("{}: {at} bytes, its saved state says {len}", path.display());
+            return Err(io::Error::new(io::ErrorKind::InvalidData, m));
+        }
+        // Bytes past the saved length were never acknowledged.
+        f.set_len(len)?;
+        f.seek(io::SeekFrom::Start(len))?;
+        Ok(f)
+    })
+    .await?;
+    Ok(Box::new(FsSpool {
+        file: Some(file),
+        inflight: None,
+        len,
+        paths: p,
+    }))
+}
+
+/// Moves the finished spool to `blobs/`; a spool already moved (a finish
+/// whose save was lost) is fine.
+pub(crate) async fn finish(p: FsSpoolPaths, len: u64) -> io::Result<()> {
+    blocking(move || {
+        match fs::metadata(&p.file) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let at = fs::metadata(&p.fin)?.len();
+                return match at == len {
+                    true => Ok(()),
+                    false => Err(io::Error::other(format!(
+                        "{}: {at} bytes, expected {len}",
+                        p.fin.display()
+                    ))),
+                };
+            }
+            r => r?,
+        };
+        let f = OpenOptions::new().write(true).open(&p.file)?;
+        f.set_len(len)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&p.file, &p.fin)?;
+        p.dir.sync_all()
+    })
+    .await
+}
+
+/// Removes the spool file and the blob it may have become.
+pub(crate) async fn abort(p: FsSpoolPaths) -> io::Result<()> {
+    blocking(move || {
+        remove_if_exists(&p.file)?;
+        remove_if_exists(&p.fin)
+    })
+    .await
+}
+
+struct FsSpool {
+    /// The file, unless the write in flight holds it.
+    file: Option<File>,
+    inflight: Option<JoinHandle<io::Result<File>>>,
+    /// Bytes handed to writes so far.
+    len: u64,
+    paths: FsSpoolPaths,
+}
+
+impl FsSpool {
+    async fn settle(&mut self) -> io::Result<File> {
+        match self.inflight.take() {
+            Some(h) => h
+                .await
+                .map_err(|e| io::Error::other(format!("blocking task failed: {e}")))?,
+            None => self
+                .file
+                .take()
+                .ok_or_else(|| io::Error::other("spool used after a failed write")),
+        }
+    }
+}
+
+impl SpoolWriter for FsSpool {
+    fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>> {
+        Box::pin(async move {
+            let mut f = self.settle().await?;
+            self.len += chunks.iter().map(|c| c.len() as u64).sum::<u64>();
+            self.inflight = Some(tokio::task::spawn_blocking(move || {
+                for c in &chunks {
+                    f.write_all(c)?;
+                }
+                Ok(f)
+            }));
+            Ok(())
+        })
+    }
+
+    fn sync(&mut self) -> BoxFut<'_, io::Result<Spool>> {
+        Box::pin(async move {
+            let f = self.settle().await?;
+            let f = blocking(move || f.sync_data().map(|()| f)).await?;
+            self.file = Some(f);
+            Ok(Spool {
+                len: self.len,
+                ..Spool::default()
+            })
+        })
+    }
+
+    fn saved(&mut self, _ok: bool) -> BoxFut<'_, ()> {
+        // One file, cut back to the saved length by the next writer.
+        Box::pin(async {})
+    }
+
+    fn finish(mut self: Box<Self>) -> BoxFut<'static, io::Result<()>> {
+        Box::pin(async move {
+            drop(self.settle().await?);
+            let p = FsSpoolPaths {
+                file: self.paths.file.clone(),
+                fin: self.paths.fin.clone(),
+                dir: self.paths.dir.clone(),
+            };
+            finish(p, self.len).await
+        })
+    }
+}

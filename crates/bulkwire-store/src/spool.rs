@@ -1,0 +1,108 @@
+//! The bytes of a resumable upload (tus 1.0 core and the IETF draft
+//! "Resumable Uploads for HTTP", draft-ietf-httpbis-resumable-upload §4):
+//! appended across many requests, on any node, durable at every offset the
+//! server acknowledges.
+//!
+//! A [`Spool`] is everything a node needs to go on appending: it is saved
+//! with the upload's row in the metadata store (the server's JSON state),
+//! never kept in a node's memory. The backends:
+//!
+//! - files: one file `data/uploads/{id}`, appended to and `fdatasync`ed at
+//!   each durable point. A node that resumes cuts the file back to the
+//!   saved length first: bytes written after the last save were never
+//!   acknowledged, and may be half a chunk.
+//! - S3: one multipart upload per spool, created at the start. Parts are
+//!   cut at fixed offsets (part `i` holds bytes `[i·P, (i+1)·P)`, `P` fixed
+//!   when the spool is made), so two nodes that write the same range of the
+//!   same upload at once (a client retried while its first request hangs
+//!   elsewhere) send the same part number with the same bytes, and the
+//!   saved ETags decide which part the completion names: never a mix. Bytes
+//!   after the last whole part are kept as a small *tail object* (tusd's
+//!   `.part` idea) under a fresh key per save, read back into memory by the
+//!   next writer and sent as part of the next whole part: memory stays at
+//!   one part per upload, and a saved state never names a tail that a
+//!   later write could overwrite.
+
+use crate::BoxFut;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::io;
+
+/// Where a resumable upload's bytes stand, as last saved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spool {
+    /// Durable bytes: the upload's offset.
+    pub len: u64,
+    /// The backend's handle (S3: the multipart upload id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+    /// S3: bytes per part, fixed for the upload's life.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub part_size: u64,
+    /// S3: the ETags of the whole parts, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<String>,
+    /// S3: the key of the tail object holding the bytes after the last
+    /// whole part (`len - parts·part_size` of them), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Spool {
+    /// Bytes after the last whole part (S3), all bytes for files.
+    pub fn tail_len(&self) -> u64 {
+        self.len - self.parts.len() as u64 * self.part_size
+    }
+}
+
+/// A resumable upload open for appending at its spool's length.
+pub trait SpoolWriter: Send {
+    /// Appends chunks in order. As [`crate::BlobWriter::write`], at most
+    /// one call's chunks are in flight: this returns once the previous
+    /// call's are handed on (their error, if any, is this call's).
+    fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>>;
+
+    /// Makes everything written durable and returns the state that says
+    /// so, for the caller to save. Nothing of it counts until saved.
+    fn sync(&mut self) -> BoxFut<'_, io::Result<Spool>>;
+
+    /// Tells the writer whether the state of its last [`SpoolWriter::sync`]
+    /// was saved: if so, what the previous state named and the new one no
+    /// longer does (an old tail object) is removed; if not (the upload was
+    /// taken over), what only the new state named is.
+    fn saved(&mut self, ok: bool) -> BoxFut<'_, ()>;
+
+    /// Makes the spool's bytes blob `id`, readable with
+    /// [`crate::BlobStore::open`]. Call after a saved [`SpoolWriter::sync`]
+    /// that reached the upload's length.
+    fn finish(self: Box<Self>) -> BoxFut<'static, io::Result<()>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trips_as_compact_json() {
+        let s = Spool {
+            len: 11 << 20,
+            handle: Some("up".into()),
+            part_size: 5 << 20,
+            parts: vec!["e1".into(), "e2".into()],
+            tail: Some("t".into()),
+        };
+        assert_eq!(s.tail_len(), 1 << 20);
+        let j = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<Spool>(&j).unwrap(), s);
+        let files = Spool {
+            len: 7,
+            ..Spool::default()
+        };
+        assert_eq!(serde_json::to_string(&files).unwrap(), r#"{"len":7}"#);
+        assert_eq!(files.tail_len(), 7);
+    }
+}
