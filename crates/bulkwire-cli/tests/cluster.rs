@@ -110,22 +110,44 @@ struct Node {
 impl Node {
     /// Starts a node on `setup`'s stores and waits for its banner.
     fn start(setup: &Setup, name: &str) -> Node {
-        let log = setup.dir.join(format!("{name}.log"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bulkwire"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN])
-            .arg("--data")
-            .arg(setup.dir.join(name))
+        let mut c = Command::new(env!("CARGO_BIN_EXE_bulkwire"));
+        c.arg("serve")
             .args(["--meta", &setup.meta, "--blobs", &setup.blobs()])
+            .envs(setup.s3_env.iter().map(|(k, v)| (*k, v.as_str())));
+        Node::spawn(c, &setup.dir, name, &setup.config)
+    }
+
+    /// Starts a node on the embedded stores under `dir/name` (the same
+    /// data after a restart).
+    fn start_embedded(dir: &Path, name: &str, config: &Path) -> Node {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_bulkwire"));
+        c.arg("serve");
+        Node::spawn(c, dir, name, config)
+    }
+
+    /// `c` (`bulkwire serve` and its store options) with data under
+    /// `dir/name`.
+    fn spawn(mut c: Command, dir: &Path, name: &str, config: &Path) -> Node {
+        let log = dir.join(format!("{name}.log"));
+        let mut child = c
+            .args(["--listen", "127.0.0.1:0", "--token", TOKEN])
+            .arg("--data")
+            .arg(dir.join(name))
             .arg("--config")
-            .arg(&setup.config)
-            .envs(setup.s3_env.iter().map(|(k, v)| (*k, v.as_str())))
+            .arg(config)
             .env("BULKWIRE_LOG", "info")
             .env("NO_COLOR", "1") // a log file, read in failure messages
             .env_remove("BULKWIRE_TOKEN")
             .env_remove("BULKWIRE_USER")
             .env_remove("BULKWIRE_CONFIG")
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                    .unwrap(),
+            )
             .spawn()
             .expect("starting bulkwire serve");
         let addr = banner_addr(child.stdout.take().unwrap());
@@ -1369,4 +1391,183 @@ fn load_drives_both_nodes_and_every_upload_verifies() {
         assert_eq!(sha256(&got.body), want, "upload {} read back", m["id"]);
     }
     assert_eq!(s3_keys(sw, &s).len(), N, "one object per upload");
+}
+
+// ---------------------------------------------------------------------
+// 6. Resumable uploads outlive the node that took them
+// ---------------------------------------------------------------------
+
+/// Durable points every S3 part: what a killed node leaves is whole parts.
+const RESUMABLE: &str =
+    "lease_ms = 3000\njanitor_interval_ms = 1000\nupload_sync_bytes = 5242880\n";
+const TUS: &str = "Tus-Resumable: 1.0.0";
+
+/// Creates a tus upload of `len` bytes on `node`; its id.
+fn tus_create(node: &Node, len: usize) -> String {
+    let length = format!("Upload-Length: {len}");
+    let meta = "Upload-Metadata: filename cmVzdW1lZC5iaW4=";
+    let r = must_call(
+        node.addr,
+        "POST",
+        "/v1/uploads",
+        &[AUTH, TUS, &length, meta],
+        b"",
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let loc = r.header("location").expect("Location");
+    loc.rsplit('/').next().unwrap().to_string()
+}
+
+/// The durable offset `node` reports.
+fn tus_offset(node: &Node, id: &str) -> usize {
+    let r = must_call(
+        node.addr,
+        "HEAD",
+        &format!("/v1/uploads/{id}"),
+        &[AUTH, TUS],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+    r.header("upload-offset").unwrap().parse().unwrap()
+}
+
+/// Sends `data` from `from` as one PATCH to `node` and SIGKILLs the node
+/// once `cut` bytes of the body are out. Returns how many were written.
+fn patch_until_killed(node: &mut Node, id: &str, data: &Arc<Vec<u8>>, cut: usize) -> usize {
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (s, d, n) = (
+        TcpStream::connect(node.addr).unwrap(),
+        data.clone(),
+        sent.clone(),
+    );
+    let path = format!("/v1/uploads/{id}");
+    let writer = thread::spawn(move || {
+        let mut s = s;
+        let head = format!(
+            "PATCH {path} HTTP/1.1\r\nHost: bulkwire\r\n{AUTH}\r\n{TUS}\r\nUpload-Offset: 0\r\n\
+             Content-Type: application/offset+octet-stream\r\nContent-Length: {}\r\n\r\n",
+            d.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        for c in d.chunks(CHUNK) {
+            if s.write_all(c).is_err() {
+                return;
+            }
+            n.fetch_add(c.len(), SeqCst);
+        }
+    });
+    wait_until(Duration::from_secs(60), "the cut point", || {
+        sent.load(SeqCst) >= cut
+    });
+    node.kill9();
+    writer.join().unwrap();
+    sent.load(SeqCst)
+}
+
+/// Sends the rest from the durable offset through `node`: it completes.
+fn tus_finish(node: &Node, id: &str, data: &[u8], from: usize) {
+    let hdrs = [
+        AUTH,
+        TUS,
+        &format!("Upload-Offset: {from}"),
+        "Content-Type: application/offset+octet-stream",
+    ];
+    let r = must_call(
+        node.addr,
+        "PATCH",
+        &format!("/v1/uploads/{id}"),
+        &hdrs,
+        &data[from..],
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(
+        r.header("upload-offset"),
+        Some(data.len().to_string().as_str())
+    );
+}
+
+/// The stored media item `id` is `data`, read back through `node`.
+fn stored_exactly(node: &Node, id: &str, data: &[u8]) {
+    let m = list_all(node).into_iter().find(|m| m["id"] == id);
+    let m = m.unwrap_or_else(|| panic!("{id} is not listed"));
+    assert_eq!(m["size"], data.len() as u64);
+    assert_eq!(
+        m["sha256"],
+        sha256(data).as_str(),
+        "the whole file's SHA-256"
+    );
+    assert_eq!(m["filename"], "resumed.bin");
+    let got = must_call(node.addr, "GET", &format!("/v1/media/{id}"), &[AUTH], b"");
+    assert_eq!(sha256(&got.body), sha256(data), "the bytes read back");
+    let r = metric(
+        node,
+        "bulkwire_uploads_total{format=\"tus\",outcome=\"ok\"}",
+    );
+    assert!(r >= 1, "counted as a tus upload");
+}
+
+/// A 256 MiB upload through node A, A killed with SIGKILL once `cut`
+/// bytes are out, finished through node B from the offset B reports.
+fn node_death(name: &str, cut: usize) {
+    let (pg, sw) = (must(shared_postgres()), must(shared_seaweed()));
+    let s = Setup::new(name, pg, sw, RESUMABLE);
+    let (mut a, b) = (Node::start(&s, "a"), Node::start(&s, "b"));
+    let data = Arc::new(payload(11, 256 * MIB));
+    let id = tus_create(&a, data.len());
+    let sent = patch_until_killed(&mut a, &id, &data, cut);
+    let at = tus_offset(&b, &id);
+    // Only durable bytes count: whole parts, never more than was sent.
+    assert!(at <= sent, "offset {at} beyond the {sent} bytes sent");
+    assert_eq!(at % PART, 0, "offset {at} is not a durable point");
+    // Socket buffers hold a few MiB the node never received.
+    if cut > 3 * PART {
+        assert!(
+            at + 3 * PART >= cut,
+            "offset {at}: parts before {cut} were lost"
+        );
+    }
+    tus_finish(&b, &id, &data, at);
+    stored_exactly(&b, &id, &data);
+    // Nothing left but the blob: no multipart upload, no tail object, no
+    // lease (A's expire and B's janitor removes what they covered).
+    wait_until(Duration::from_secs(30), "no leftovers", || {
+        s3_uploads(sw, &s).is_empty()
+            && s3_keys(sw, &s) == BTreeSet::from([id.clone()])
+            && sql_count(pg, &s, "SELECT count(*) FROM pending") == 0
+    });
+}
+
+#[test]
+fn resumable_node_killed_inside_the_first_part_resumes_on_another() {
+    node_death("death3", 3 * MIB);
+}
+
+#[test]
+fn resumable_node_killed_mid_part_resumes_on_another() {
+    node_death("death37", 37 * MIB);
+}
+
+#[test]
+fn resumable_restart_of_the_only_embedded_node_resumes() {
+    let dir = std::env::temp_dir().join(format!("bulkwire-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("bulkwire.toml");
+    std::fs::write(&config, format!("[limits]\n{RESUMABLE}")).unwrap();
+    let mut a = Node::start_embedded(&dir, "node", &config);
+    let data = Arc::new(payload(12, 256 * MIB));
+    let id = tus_create(&a, data.len());
+    let sent = patch_until_killed(&mut a, &id, &data, 37 * MIB);
+    let a = Node::start_embedded(&dir, "node", &config);
+    let at = tus_offset(&a, &id);
+    assert!(
+        at <= sent && at >= 20 * MIB,
+        "offset {at} after {sent} bytes sent"
+    );
+    tus_finish(&a, &id, &data, at);
+    stored_exactly(&a, &id, &data);
+    let spools = std::fs::read_dir(dir.join("node/uploads")).unwrap().count();
+    assert_eq!(spools, 0, "the spool became the blob");
+    drop(a);
+    let _ = std::fs::remove_dir_all(&dir);
 }

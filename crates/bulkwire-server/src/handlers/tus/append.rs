@@ -139,7 +139,6 @@ impl Append {
     }
 
     async fn read_all(&mut self, reader: &mut BodyReader) -> Result<(), ApiError> {
-        let batch = self.state.config.limits.write_batch;
         let stop = self.guard.stop.clone();
         loop {
             let next = tokio::select! {
@@ -148,14 +147,33 @@ impl Append {
                 c = reader.next() => c?,
             };
             let Some(chunk) = next else { return Ok(()) };
-            self.push(chunk)?;
+            self.take(chunk).await?;
+        }
+    }
+
+    /// Queues a chunk, writing full batches, and saves at each multiple of
+    /// `upload_sync_bytes` exactly: the chunk is split there, so that with
+    /// the S3 part size a multiple of it, durable points fall on part
+    /// edges and no tail object is written mid-request.
+    async fn take(&mut self, mut chunk: Bytes) -> Result<(), ApiError> {
+        let batch = self.state.config.limits.write_batch;
+        while !chunk.is_empty() {
+            let at = self.written + self.queued as u64;
+            let room = self.next_sync.saturating_sub(at);
+            let sync_here = self.expected.is_none() && chunk.len() as u64 >= room;
+            let piece = match sync_here {
+                true => chunk.split_to(room as usize),
+                false => std::mem::take(&mut chunk),
+            };
+            self.push(piece)?;
             if self.queued >= batch {
                 self.write_queue().await?;
             }
-            if self.expected.is_none() && self.written >= self.next_sync {
+            if sync_here {
                 self.checkpoint().await?;
             }
         }
+        Ok(())
     }
 
     fn push(&mut self, chunk: Bytes) -> Result<(), ApiError> {
@@ -168,8 +186,10 @@ impl Append {
         if end > l.file_bytes {
             return Err(ApiError::limit("file_bytes", l.file_bytes));
         }
-        self.queued += chunk.len();
-        self.queue.push(chunk);
+        if !chunk.is_empty() {
+            self.queued += chunk.len();
+            self.queue.push(chunk);
+        }
         Ok(())
     }
 
