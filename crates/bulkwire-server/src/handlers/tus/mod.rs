@@ -114,11 +114,18 @@ fn answer(state: &Arc<AppState>, r: Result<Response, ApiError>, proto: Proto) ->
     decorate(r, proto, None)
 }
 
-/// An error before the body was touched (see `handlers::reject`).
+/// An error before the body was touched (see `handlers::reject`). A
+/// version the server does not speak is answered with the one it does
+/// (tus core: 412 "MUST include the Tus-Version header").
 fn reject(state: &Arc<AppState>, req: Request<Incoming>, e: ApiError, proto: Proto) -> Response {
     state.metrics.rejected(e.reason());
     let unread = !http_body::Body::is_end_stream(req.body());
-    decorate(response::error(&e, unread), proto, None)
+    let mut r = decorate(response::error(&e, unread), proto, None);
+    if e.kind == Kind::Precondition {
+        set(&mut r, "tus-version", "1.0.0");
+        set(&mut r, "upload-draft-interop-version", "6");
+    }
+    r
 }
 
 fn no_content() -> Response {
@@ -361,7 +368,7 @@ async fn append_to(
         .await?
         .ok_or_else(|| not_found(id))?;
     let st = UploadState::parse(id, &row.state)?;
-    if row.expires < now() {
+    if row.expires < now() && !st.complete {
         return Err(gone(id));
     }
     if st.is_final() {
@@ -371,11 +378,12 @@ async fn append_to(
     if offset != st.offset() {
         return Err(mismatch(st.offset()));
     }
+    if st.complete {
+        // A retry of the last append whose answer was lost: nothing to do.
+        return Ok((st.offset(), true));
+    }
     let _admission = admit(state, reader.progress(), 0).await?;
     let mut a = Append::open(state, row, st, &want, guard).await?;
-    if a.st.complete {
-        return Ok((a.st.offset(), true));
-    }
     a.body(reader).await?;
     if want.complete_at_end {
         if a.st.length.is_some_and(|l| l != a.st.offset()) {
@@ -531,10 +539,11 @@ async fn head(state: &Arc<AppState>, id: &str, proto: Proto) -> Result<Response,
         let m = state.meta.get(id).await?.ok_or_else(|| not_found(id))?;
         return Ok(status_answer(proto, m.size, Some(m.size), true));
     };
-    if row.expires < now() {
+    let mut st = UploadState::parse(id, &row.state)?;
+    // A finished upload is media: its row's expiry only ends the record.
+    if row.expires < now() && !st.complete {
         return Err(gone(id));
     }
-    let mut st = UploadState::parse(id, &row.state)?;
     if !st.complete && st.length == Some(st.offset()) {
         st = recover_completion(state, id).await?;
     }
