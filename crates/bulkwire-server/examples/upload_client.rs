@@ -11,6 +11,10 @@
 //! | `raw` | `PUT /v1/media/{name}` | the bytes themselves |
 //! | `xmlrpc` | `POST /xmlrpc` `wp.uploadFile` | `bulkwire_xmlrpc::encode_call` with a streaming [`Blob`] |
 //! | `soap` | `POST /soap` SOAP 1.2 MTOM | `bulkwire_xop::build::Builder::reader` (XOP 1.0 §4.1) |
+//! | `tus` | `POST /v1/uploads`, then `PATCH`es of `--chunk` bytes | tus 1.0 core + creation |
+//!
+//! `tus` speaks to any tus 1.0 server (`--path` names its creation URL,
+//! e.g. tusd's `/files/`): the benchmark peer gets the same client.
 //!
 //! The payload is a 1 MiB pseudo-random block repeated (the client's memory
 //! stays constant; no compressor sits in the path, so repetition costs the
@@ -52,6 +56,7 @@ const MAX_HEAD: usize = 64 * 1024;
 
 const USAGE: &str = "usage: upload_client --addr HOST:PORT --format formdata|raw|xmlrpc|soap \
 --size N[K|M|G] [--token T] [--user NAME:PASS] [--count N] [--concurrency C] [--path P] [--retry-busy] [--quiet]\n\
+       upload_client --addr HOST:PORT --format tus --size N [--chunk 8M] [--path /v1/uploads] [--token T]\n\
        upload_client --write-file PATH --size N[K|M|G]\n\
        upload_client --hash --size N[K|M|G]";
 
@@ -61,6 +66,7 @@ enum Format {
     Raw,
     XmlRpc,
     Soap,
+    Tus,
 }
 
 #[derive(Clone, Debug)]
@@ -80,6 +86,8 @@ struct Args {
     /// `memory_budget`) after its `Retry-After`, as a well-behaved client
     /// does; the retries are counted in the summary.
     retry_busy: bool,
+    /// `tus`: bytes per PATCH.
+    chunk: u64,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -100,6 +108,7 @@ fn parse_format(s: &str) -> Result<Format, String> {
         "raw" => Format::Raw,
         "xmlrpc" => Format::XmlRpc,
         "soap" | "mtom" => Format::Soap,
+        "tus" => Format::Tus,
         _ => return Err(format!("unknown format {s:?}")),
     })
 }
@@ -118,6 +127,7 @@ fn parse_args() -> Result<Args, String> {
         hash: false,
         quiet: false,
         retry_busy: false,
+        chunk: 8 << 20,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -148,6 +158,7 @@ fn parse_args() -> Result<Args, String> {
             "--concurrency" => a.concurrency = num(&v)?.max(1),
             "--path" => a.path = Some(v),
             "--write-file" => a.write_file = Some(v),
+            "--chunk" => a.chunk = parse_size(&v)?.max(1),
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -299,6 +310,7 @@ fn prepare(a: &Args, block: &Arc<[u8]>, seq: usize) -> io::Result<Prepared> {
             }
         }
         Format::XmlRpc => prepare_xmlrpc(a, block, &name)?,
+        Format::Tus => tus_create(a, auth),
     };
     if let Some(path) = &a.path {
         p.path.clone_from(path);
@@ -365,13 +377,26 @@ struct Answer {
     status: u16,
     close: bool,
     body: Vec<u8>,
+    /// `Location` and `Upload-Offset` (tus).
+    location: Option<String>,
+    offset: Option<u64>,
+}
+
+/// What the head says beyond the status.
+#[derive(Default)]
+struct Head {
+    len: Option<u64>,
+    chunked: bool,
+    close: bool,
+    location: Option<String>,
+    offset: Option<u64>,
 }
 
 /// Reads the status line and headers; `None` for a malformed head.
-fn read_head(r: &mut impl BufRead) -> io::Result<(u16, Option<u64>, bool, bool)> {
+fn read_head(r: &mut impl BufRead) -> io::Result<(u16, Head)> {
     let mut line = String::new();
     let mut total = 0;
-    let (mut status, mut len, mut chunked, mut close) = (0u16, None, false, false);
+    let (mut status, mut h) = (0u16, Head::default());
     loop {
         line.clear();
         let n = r.read_line(&mut line)?;
@@ -389,39 +414,40 @@ fn read_head(r: &mut impl BufRead) -> io::Result<(u16, Option<u64>, bool, bool)>
             continue;
         }
         if l.is_empty() {
-            return Ok((status, len, chunked, close));
+            return Ok((status, h));
         }
         let (k, v) = l.split_once(':').unwrap_or((l, ""));
         let v = v.trim();
         match k.to_ascii_lowercase().as_str() {
-            "content-length" => len = v.parse().ok(),
-            "transfer-encoding" => chunked = v.eq_ignore_ascii_case("chunked"),
-            "connection" => close = v.eq_ignore_ascii_case("close"),
+            "content-length" => h.len = v.parse().ok(),
+            "transfer-encoding" => h.chunked = v.eq_ignore_ascii_case("chunked"),
+            "connection" => h.close = v.eq_ignore_ascii_case("close"),
+            "location" => h.location = Some(v.to_owned()),
+            "upload-offset" => h.offset = v.parse().ok(),
             _ => {}
         }
     }
 }
 
 fn read_answer(r: &mut impl BufRead) -> io::Result<Answer> {
-    let (status, len, chunked, close) = read_head(r)?;
+    let (status, h) = read_head(r)?;
     let mut body = Vec::new();
-    if chunked {
+    let mut close = h.close;
+    if h.chunked {
         read_chunked(r, &mut body)?;
-    } else if let Some(n) = len {
+    } else if let Some(n) = h.len {
         r.take(n.min(MAX_RESPONSE)).read_to_end(&mut body)?;
         io::copy(&mut r.take(n.saturating_sub(MAX_RESPONSE)), &mut io::sink())?;
-    } else {
+    } else if status != 204 {
         r.take(MAX_RESPONSE).read_to_end(&mut body)?;
-        return Ok(Answer {
-            status,
-            close: true,
-            body,
-        });
+        close = true;
     }
     Ok(Answer {
         status,
         close,
         body,
+        location: h.location,
+        offset: h.offset,
     })
 }
 
@@ -451,7 +477,7 @@ fn read_chunked(r: &mut impl BufRead, body: &mut Vec<u8>) -> io::Result<()> {
 fn check(a: &Args, ans: &Answer) -> Result<(), String> {
     let body = String::from_utf8_lossy(&ans.body);
     let bad = |why: &str| Err(format!("status {} {why}: {}", ans.status, truncate(&body)));
-    if a.path.is_some() {
+    if a.path.is_some() && a.format != Format::Tus {
         return Ok(());
     }
     match a.format {
@@ -472,8 +498,80 @@ fn check(a: &Args, ans: &Answer) -> Result<(), String> {
                 return bad("(want 200 with the size)");
             }
         }
+        Format::Tus => {
+            if ans.status != 201 || ans.location.is_none() {
+                return bad("(want 201 with a Location)");
+            }
+        }
     }
     Ok(())
+}
+
+/// The tus creation request (the PATCHes follow in [`tus_patches`]).
+fn tus_create(a: &Args, auth: String) -> Prepared {
+    use base64::Engine;
+    let name = base64::engine::general_purpose::STANDARD.encode("bench.bin");
+    Prepared {
+        method: "POST",
+        path: "/v1/uploads".into(),
+        content_type: "application/offset+octet-stream".into(),
+        len: 0,
+        extra_headers: format!(
+            "{auth}Tus-Resumable: 1.0.0\r\nUpload-Length: {}\r\nUpload-Metadata: filename {name}\r\n",
+            a.size
+        ),
+        body: Box::new(|_: &mut dyn Write| Ok(0)),
+    }
+}
+
+/// The path of an upload URL (tusd answers absolute ones).
+fn url_path(loc: &str) -> &str {
+    match loc.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => loc,
+    }
+}
+
+/// Sends the payload as PATCHes of `--chunk` bytes to the created upload;
+/// each answer must be 204 with the new offset. Returns the wire bytes.
+fn tus_patches(a: &Args, block: &Arc<[u8]>, conn: &mut Conn, loc: &str) -> Result<u64, String> {
+    let auth = a
+        .token
+        .as_ref()
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let (mut off, mut wire) = (0u64, 0u64);
+    while off < a.size {
+        let len = a.chunk.min(a.size - off);
+        // The payload from `off` on: the block repeats, so it starts
+        // inside it.
+        let mut gen = Gen::new(block, len);
+        gen.pos = (off % block.len() as u64) as usize;
+        let p = Prepared {
+            method: "PATCH",
+            path: url_path(loc).to_owned(),
+            content_type: "application/offset+octet-stream".into(),
+            len,
+            extra_headers: format!("{auth}Tus-Resumable: 1.0.0\r\nUpload-Offset: {off}\r\n"),
+            body: copy_reader(gen),
+        };
+        let (ans, n) = send(conn, p).map_err(|e| e.to_string())?;
+        if ans.close {
+            conn.stream = None;
+        }
+        if ans.status != 204 || ans.offset != Some(off + len) {
+            let body = String::from_utf8_lossy(&ans.body);
+            return Err(format!(
+                "PATCH at {off}: status {} offset {:?}: {}",
+                ans.status,
+                ans.offset,
+                truncate(&body)
+            ));
+        }
+        off += len;
+        wire += n;
+    }
+    Ok(wire)
 }
 
 fn truncate(s: &str) -> &str {
@@ -560,7 +658,13 @@ fn worker(a: &Args, block: &Arc<[u8]>, next: &AtomicUsize, totals: &Mutex<Totals
                     if ans.close {
                         conn.stream = None;
                     }
-                    check(a, &ans).map(|()| (ans.status, wire))
+                    check(a, &ans)?;
+                    match (a.format, &ans.location) {
+                        (Format::Tus, Some(loc)) => {
+                            tus_patches(a, block, &mut conn, loc).map(|w| (204, wire + w))
+                        }
+                        _ => Ok((ans.status, wire)),
+                    }
                 });
             match r {
                 Err(e) if a.retry_busy && e.starts_with("status 503") && retries < BUSY_RETRIES => {
