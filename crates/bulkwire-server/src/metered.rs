@@ -231,8 +231,16 @@ impl MetaStore for MeteredMeta {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
-    fn upload_create(&self, row: UploadRow, max: usize) -> BoxFut<'_, Result<bool, MetaError>> {
-        timed(self.h(MetaOp::Upload), self.inner.upload_create(row, max))
+    fn upload_create<'a>(
+        &'a self,
+        row: UploadRow,
+        max: usize,
+        lease: Option<&'a str>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(
+            self.h(MetaOp::Upload),
+            self.inner.upload_create(row, max, lease),
+        )
     }
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         timed(self.h(MetaOp::Upload), self.inner.upload_get(id))

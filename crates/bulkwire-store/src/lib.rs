@@ -331,9 +331,15 @@ pub trait MetaStore: Send + Sync + 'static {
     // Resumable uploads (see [`spool`]).
 
     /// Inserts a new upload row unless its owner has `max_open` open ones
-    /// already (`false`), counted and inserted in one transaction.
-    fn upload_create(&self, row: UploadRow, max_open: usize)
-        -> BoxFut<'_, Result<bool, MetaError>>;
+    /// already (`false`), counted and inserted in one transaction, which
+    /// also ends `lease`'s lease on the id (the row names the spool from
+    /// then on; an error if the lease is no longer that node's).
+    fn upload_create<'a>(
+        &'a self,
+        row: UploadRow,
+        max_open: usize,
+        lease: Option<&'a str>,
+    ) -> BoxFut<'a, Result<bool, MetaError>>;
 
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
 

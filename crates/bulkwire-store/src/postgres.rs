@@ -312,9 +312,19 @@ impl PgMeta {
 
     /// Counts the owner's open uploads and inserts, under a per-owner
     /// advisory lock: two creations at once cannot both pass the count.
-    async fn create_upload(&self, row: UploadRow, max_open: usize) -> Result<bool, MetaError> {
+    async fn create_upload(
+        &self,
+        row: UploadRow,
+        max_open: usize,
+        lease: Option<&str>,
+    ) -> Result<bool, MetaError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(db)?;
+        if let Some(node) = lease {
+            if tx.execute(END_LEASE, &[&row.id, &node]).await.map_err(db)? != 1 {
+                return Err(lease_lost(&row.id, node));
+            }
+        }
         tx.execute(
             "SELECT pg_advisory_xact_lock($1, hashtext($2))",
             &[&OWNER_LOCK, &row.owner],
@@ -782,12 +792,13 @@ impl MetaStore for PgMeta {
         Box::pin(async move { self.execute(HEARTBEAT, &[&node]).await.map(drop) })
     }
 
-    fn upload_create(
-        &self,
+    fn upload_create<'a>(
+        &'a self,
         row: UploadRow,
         max_open: usize,
-    ) -> BoxFut<'_, Result<bool, MetaError>> {
-        Box::pin(self.create_upload(row, max_open))
+        lease: Option<&'a str>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        Box::pin(self.create_upload(row, max_open, lease))
     }
 
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {

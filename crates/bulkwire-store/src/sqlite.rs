@@ -596,13 +596,23 @@ impl MetaStore for SqliteMeta {
         })
     }
 
-    fn upload_create(
-        &self,
+    fn upload_create<'a>(
+        &'a self,
         row: UploadRow,
         max_open: usize,
-    ) -> BoxFut<'_, Result<bool, MetaError>> {
+        lease: Option<&'a str>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        let lease = lease.map(str::to_string);
         self.with(move |c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            if let Some(node) = &lease {
+                let n = tx
+                    .prepare_cached("DELETE FROM pending WHERE id = ?1 AND node = ?2")?
+                    .execute(params![row.id, node])?;
+                if n != 1 {
+                    return Err(lease_lost(&row.id));
+                }
+            }
             let open: i64 = tx
                 .prepare_cached("SELECT count(*) FROM uploads WHERE owner = ?1 AND open = 1")?
                 .query_row([&row.owner], |r| r.get(0))?;

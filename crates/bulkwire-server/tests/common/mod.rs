@@ -282,8 +282,13 @@ fn fail<'a, T: Send + 'a>(e: &MetaError) -> BoxFut<'a, Result<T, MetaError>> {
 }
 
 impl MetaStore for FailingMeta {
-    fn upload_create(&self, row: UploadRow, max: usize) -> BoxFut<'_, Result<bool, MetaError>> {
-        self.inner.upload_create(row, max)
+    fn upload_create<'a>(
+        &'a self,
+        row: UploadRow,
+        max: usize,
+        lease: Option<&'a str>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.upload_create(row, max, lease)
     }
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         self.inner.upload_get(id)

@@ -309,7 +309,11 @@ async fn create_run(
         state: st.to_json(),
     };
     let max = state.config.limits.open_uploads;
-    if !state.meta.upload_create(row, max).await? {
+    if !state
+        .meta
+        .upload_create(row, max, Some(&state.node))
+        .await?
+    {
         // The lease, dropped unended, removes the spool.
         let mut e = ApiError::new(
             Kind::TooMany,
@@ -318,9 +322,8 @@ async fn create_run(
         e.limit = Some(("open_uploads", max as u64));
         return Err(e);
     }
-    // The row names the spool now: the lease's work is done.
+    // The row names the spool now: its insert ended the lease.
     lease.end();
-    state.meta.release(&id, &state.node).await?;
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(h, &id));
@@ -714,7 +717,7 @@ async fn concat_final(
         open: false,
         state: st.to_json(),
     };
-    state.meta.upload_create(row, usize::MAX).await?;
+    state.meta.upload_create(row, usize::MAX, None).await?;
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(h, &rec.id));
