@@ -86,14 +86,28 @@ fn tus_js() -> &'static Path {
         let prefix = tmp().join("node");
         let modules = prefix.join("node_modules");
         let installed = modules.join("tus-js-client/package.json");
-        if !installed.exists() {
+        // The pinned version exactly: another package installed into the
+        // same prefix (Uppy, in tus_browser.rs) may bring its own.
+        let pinned = || {
+            let v = std::fs::read(&installed).unwrap_or_default();
+            let v: Value = serde_json::from_slice(&v).unwrap_or_default();
+            TUS_JS.ends_with(&format!("@{}", v["version"].as_str().unwrap_or("?")))
+        };
+        if !pinned() {
             let ok = runs(
                 Command::new("npm")
-                    .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+                    .args([
+                        "install",
+                        "--no-audit",
+                        "--no-fund",
+                        "--silent",
+                        "--save-exact",
+                    ])
+                    .arg("--prefix")
                     .arg(&prefix)
                     .arg(TUS_JS),
             );
-            if !ok || !installed.exists() {
+            if !ok || !pinned() {
                 missing(
                     &format!("{TUS_JS} from the npm registry"),
                     "a reachable npm registry",

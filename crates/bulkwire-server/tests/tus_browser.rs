@@ -1,0 +1,515 @@
+//! The resumable-upload endpoint (`/v1/uploads`, tus 1.0) driven by Uppy in
+//! a real browser: Debian's headless Chromium (`/usr/bin/chromium`, package
+//! `chromium`) run by npm `playwright-core`, with npm `uppy` (its Dashboard
+//! and Tus plugin, i.e. tus-js-client on XMLHttpRequest) loaded from
+//! `uppy/dist/uppy.min.mjs`. Both npm packages are installed into
+//! target/tmp/node with `npm install --prefix`; nothing comes from a CDN and
+//! no browser is downloaded.
+//!
+//! testsuite/node/uppy_chromium.js starts testsuite/node/uppy_server.js,
+//! which serves the test-only page (testsuite/node/uppy_page.html), the
+//! Uppy bundle and, by proxy, this server's /v1 on one origin (bulkwire
+//! sends no CORS headers, so the page must be same-origin). The driver
+//! gives two files to the Dashboard's file input (12 MiB of random bytes in
+//! 5 MiB chunks and a small PNG image), clicks Upload and reads what the
+//! page recorded. The big file is paused with `uppy.pauseResume()` right
+//! after its first chunk and resumed 500 ms later: nothing may move while
+//! it is paused, and it must go on into the same upload (HEAD, then PATCH
+//! from the server's offset).
+//!
+//! Every upload is then checked as media under the same id: listed with
+//! its size, SHA-256 and Uppy's `name`/`type` (sent as `filename` and
+//! `filetype` in Upload-Metadata), and downloaded back byte for byte. A
+//! screenshot of the page is left at target/tmp/artifacts/uppy.png.
+//!
+//! A missing runtime (node, npm, Debian's chromium, or an npm registry
+//! that cannot be reached) FAILS the test, with what to install: with `CI`
+//! set the message says the CI machine lacks it (.ci/run installs
+//! chromium), without it says how to install it locally. A test that
+//! returned early would be reported as passed without a browser having
+//! uploaded anything.
+
+mod common;
+
+use bulkwire_server::Limits;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const PLAYWRIGHT: &str = "playwright-core@1.65.1";
+const UPPY: &str = "uppy@6.0.1";
+const CHROMIUM: &str = "/usr/bin/chromium";
+const MIB: usize = 1 << 20;
+const CHUNK: usize = 5 * MIB;
+/// The driver's own bound for the whole browser run (it then closes the
+/// browser and fails).
+const DRIVER_MS: u64 = 180_000;
+/// Past this the driver is stopped (SIGTERM, which playwright turns into
+/// closing the browser, then SIGKILL) and the test fails.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(240);
+
+fn tmp() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
+}
+
+// ---------------------------------------------------------------------------
+// Runtimes
+
+/// Fails the test for a missing runtime (see the module doc for why this
+/// is never a silent pass).
+fn missing(what: &str, install: &str) -> ! {
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set and {what} is missing: the CI machine must provide it ({install})");
+    }
+    panic!("{what} is missing; install it to run this test: {install}");
+}
+
+/// True when `cmd args…` runs and succeeds.
+fn runs(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Debian's Chromium, which playwright-core drives (it downloads none).
+fn chromium() -> &'static str {
+    let how = "Debian's chromium package: apt-get install chromium";
+    if !Path::new(CHROMIUM).exists() || !runs(Command::new(CHROMIUM).arg("--version")) {
+        missing(&format!("Chromium at {CHROMIUM}"), how);
+    }
+    CHROMIUM
+}
+
+/// playwright-core and uppy under target/tmp/node; the node_modules dir
+/// for NODE_PATH. Installed once per test process, pinned exactly (also
+/// in the prefix's package.json, so that another suite's install into the
+/// same prefix does not move them).
+fn node_modules() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let how = "Node.js >= 18 with npm (Debian: apt-get install nodejs npm)";
+        for tool in ["node", "npm"] {
+            if !runs(Command::new(tool).arg("--version")) {
+                missing(tool, how);
+            }
+        }
+        let prefix = tmp().join("node");
+        let modules = prefix.join("node_modules");
+        let version = |pkg: &str| -> Option<String> {
+            let text = std::fs::read_to_string(modules.join(pkg).join("package.json")).ok()?;
+            let j: Value = serde_json::from_str(&text).ok()?;
+            j["version"].as_str().map(str::to_string)
+        };
+        let wanted = [PLAYWRIGHT, UPPY];
+        let installed = || {
+            wanted.iter().all(|spec| {
+                let (pkg, v) = spec.rsplit_once('@').unwrap();
+                version(pkg).as_deref() == Some(v)
+            })
+        };
+        if !installed() {
+            let ok = runs(
+                Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--silent"])
+                    .args(["--save-exact", "--prefix"])
+                    .arg(&prefix)
+                    .args(wanted),
+            );
+            if !ok || !installed() {
+                missing(
+                    &format!("{PLAYWRIGHT} and {UPPY} from the npm registry"),
+                    "a reachable npm registry",
+                );
+            }
+        }
+        modules
+    })
+}
+
+/// Stops the driver: SIGTERM first, which playwright answers by closing
+/// the browser it launched (a SIGKILL would leave Chromium running), then
+/// SIGKILL after 10 s.
+fn stop(child: &mut Child) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{kill_process, Pid, Signal};
+        let _ = kill_process(Pid::from_child(child), Signal::TERM);
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if child.try_wait().is_ok_and(|s| s.is_some()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs the driver off the server's runtime, stopping it after
+/// [`CLIENT_DEADLINE`] so that a browser stuck on a broken server fails
+/// the test instead of hanging it. Returns its output and run time.
+async fn run(mut cmd: Command) -> (Output, Duration) {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("NO_PROXY", "127.0.0.1");
+    tokio::task::spawn_blocking(move || {
+        let began = Instant::now();
+        let mut child = cmd.spawn().unwrap();
+        // Drain both pipes while waiting: a full pipe would stall the client.
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let read = |r: &mut dyn std::io::Read| {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).map(|_| v)
+        };
+        let out = std::thread::spawn(move || read(&mut out).unwrap());
+        let err = std::thread::spawn(move || read(&mut err).unwrap());
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if began.elapsed() > CLIENT_DEADLINE {
+                stop(&mut child);
+                let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
+                let err = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
+                panic!(
+                    "the browser run took longer than {CLIENT_DEADLINE:?}: {cmd:?}\n\
+                     stdout: {out}\nstderr: {err}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let output = Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        };
+        (output, began.elapsed())
+    })
+    .await
+    .unwrap()
+}
+
+/// The driver's report: its last JSON line; fails with both outputs when
+/// the run failed or printed none.
+fn report(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+    let j: Option<Value> = line.and_then(|l| serde_json::from_str(l).ok());
+    match j {
+        Some(j) if out.status.success() && j["ok"] == true => j,
+        _ => panic!(
+            "the browser run failed (status {:?})\nstdout: {stdout}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Test data
+
+/// A `w`×`h` RGB PNG of deterministic noise: zlib with stored (not
+/// compressed) deflate blocks, so no encoder is needed. Uppy's thumbnail
+/// generator decodes it in the browser (it shows in the screenshot).
+fn png(w: u32, h: u32, seed: u64) -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = !0u32;
+        for &b in bytes {
+            c ^= b as u32;
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend((data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend(kind);
+        out.extend(data);
+        let crc = crc32(&out[start..]);
+        out.extend(crc.to_be_bytes());
+    }
+    let row = 3 * w as usize;
+    let pixels = payload(row * h as usize, seed);
+    let mut raw = Vec::new();
+    for line in pixels.chunks(row) {
+        raw.push(0); // filter: none
+        raw.extend(line);
+    }
+    let mut z = vec![0x78, 0x01];
+    let blocks: Vec<&[u8]> = raw.chunks(0xffff).collect();
+    for (i, b) in blocks.iter().enumerate() {
+        z.push(u8::from(i + 1 == blocks.len()));
+        z.extend((b.len() as u16).to_le_bytes());
+        z.extend((!(b.len() as u16)).to_le_bytes());
+        z.extend(*b);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in &raw {
+        a = (a + x as u32) % 65521;
+        b = (b + a) % 65521;
+    }
+    z.extend(((b << 16) | a).to_be_bytes());
+    let mut ihdr = Vec::new();
+    ihdr.extend(w.to_be_bytes());
+    ihdr.extend(h.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]); // 8-bit RGB, deflate, no filter, no interlace
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(&mut out, b"IDAT", &z);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+struct Upload {
+    name: &'static str,
+    data: Vec<u8>,
+    /// The type Chromium gives the file (from its extension) and Uppy
+    /// sends as `type`/`filetype`.
+    content_type: &'static str,
+}
+
+// ---------------------------------------------------------------------------
+// Checks
+
+/// The upload id at the end of an upload URL, which must be on the page's
+/// origin (the Location follows the Host header, which the page's proxy
+/// passes on).
+fn upload_id(url: &str, origin: &str) -> String {
+    let prefix = format!("{origin}/v1/uploads/");
+    let id = url.strip_prefix(&prefix).unwrap_or_else(|| {
+        panic!("upload URL {url} is not under {prefix} (the Location must follow the Host header)")
+    });
+    let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+    assert!(id.len() == 32 && id.chars().all(hex), "upload id {id:?}");
+    id.to_string()
+}
+
+/// The finished upload is media under the same id: listed with its size,
+/// SHA-256, name and type, and downloaded back byte for byte.
+async fn check_media(h: &Harness, listed: &[Value], id: &str, up: &Upload) {
+    let Some(m) = listed.iter().find(|m| m["id"] == id) else {
+        panic!("{id} ({}) is not listed: {listed:?}", up.name);
+    };
+    assert_eq!(m["size"], up.data.len() as u64, "{m}");
+    assert_eq!(m["sha256"], sha256(&up.data), "{m}");
+    assert_eq!(m["filename"], up.name, "{m}");
+    assert_eq!(m["content_type"], up.content_type, "{m}");
+    let got = h.download(&format!("/v1/media/{id}")).await;
+    // Not assert_eq!: a failure would print 12 MiB.
+    assert!(
+        got == up.data,
+        "{}: downloaded {} bytes (sha256 {}), uploaded {} (sha256 {})",
+        up.name,
+        got.len(),
+        sha256(&got),
+        up.data.len(),
+        sha256(&up.data)
+    );
+}
+
+/// The tus answers the page saw for one upload URL, as (method, status,
+/// Upload-Offset).
+fn answers_for(j: &Value, url: &str) -> Vec<(String, u64, Option<u64>)> {
+    j["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["url"] == url)
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap().to_string(),
+                r["status"].as_u64().unwrap(),
+                r["offset"].as_str().map(|o| o.parse().unwrap()),
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The test
+
+/// Uppy's Dashboard + Tus in headless Chromium uploads a 12 MiB file (in
+/// 5 MiB chunks, paused after the first and resumed) and a PNG image
+/// through a same-origin page; both become media intact, under their
+/// upload ids, with Uppy's name and type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uppy_tus_in_headless_chromium_with_pause_and_resume() {
+    let browser = chromium();
+    let modules = node_modules();
+    let h = start(Limits::default()).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let big = Upload {
+        name: "uppy-big.bin",
+        data: payload(12 * MIB + 12_345, 61),
+        content_type: "application/octet-stream",
+    };
+    let image = Upload {
+        name: "uppy-image.png",
+        data: png(48, 32, 62),
+        content_type: "image/png",
+    };
+    let ups = [&big, &image];
+    let paths: Vec<PathBuf> = ups.iter().map(|u| dir.path().join(u.name)).collect();
+    for (u, p) in ups.iter().zip(&paths) {
+        std::fs::write(p, &u.data).unwrap();
+    }
+    let shot = tmp().join("artifacts/uppy.png");
+    let _ = std::fs::remove_file(&shot);
+
+    let mut cmd = Command::new("node");
+    cmd.env("NODE_PATH", modules)
+        .arg(repo("testsuite/node/uppy_chromium.js"))
+        .arg(
+            serde_json::json!({
+                "upstream": h.srv.addr.to_string(),
+                "token": TOKEN,
+                "files": paths,
+                "chunkSize": CHUNK,
+                "retryDelays": [0, 200, 500, 1000],
+                "pauseFile": big.name,
+                "pauseMs": 500,
+                "screenshot": shot,
+                "chromium": browser,
+                "timeoutMs": DRIVER_MS,
+            })
+            .to_string(),
+        );
+    let (out, took) = run(cmd).await;
+    let j = report(&out);
+    println!(
+        "Uppy {} in Chromium {}: {took:.1?} for the browser run",
+        j["uppy"].as_str().unwrap_or("?"),
+        j["browser"].as_str().unwrap_or("?")
+    );
+    assert_eq!(j["uppy"], UPPY.rsplit_once('@').unwrap().1, "{j}");
+
+    // Uppy's view: both files done, nothing failed, no page error.
+    let mut done: Vec<&str> = j["complete"]["successful"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    done.sort_unstable();
+    assert_eq!(done, [big.name, image.name], "{j}");
+    assert_eq!(j["complete"]["failed"], serde_json::json!([]), "{j}");
+    assert_eq!(j["errors"], serde_json::json!([]), "{j}");
+    assert_eq!(j["console"], serde_json::json!([]), "browser console: {j}");
+
+    let origin = j["origin"].as_str().unwrap();
+    let mut ids = Vec::new();
+    for u in ups {
+        let f = &j["files"][u.name];
+        assert!(f["error"].is_null(), "{}: {f}", u.name);
+        assert_eq!(f["size"], u.data.len() as u64, "{f}");
+        // What Uppy sent as Upload-Metadata `name`/`type`, which its Tus
+        // plugin copies to `filename`/`filetype`.
+        assert_eq!(f["meta"]["name"], u.name, "{f}");
+        assert_eq!(f["meta"]["type"], u.content_type, "{f}");
+        let url = f["uploadURL"].as_str().unwrap();
+        ids.push(upload_id(url, origin));
+        // This file's tus exchange: its PATCHes, in order, each accepted
+        // and moving the offset by one chunk to the end.
+        let offsets: Vec<u64> = answers_for(&j, url)
+            .into_iter()
+            .filter(|(m, _, _)| m == "PATCH")
+            .map(|(_, status, offset)| {
+                assert_eq!(status, 204, "{}: a PATCH answered {status}: {j}", u.name);
+                offset.unwrap()
+            })
+            .collect();
+        let len = u.data.len() as u64;
+        let want: Vec<u64> = (1..)
+            .map(|i| (i * CHUNK as u64).min(len))
+            .take(u.data.len().div_ceil(CHUNK))
+            .collect();
+        assert_eq!(offsets, want, "{}: {j}", u.name);
+    }
+    assert_ne!(ids[0], ids[1]);
+
+    // The pause: right after the first chunk, in Uppy's state, with no
+    // request and no progress for that upload while it lasted.
+    let p = &j["pause"];
+    assert_eq!(p["file"], big.name, "{p}");
+    assert_eq!(p["offset"], CHUNK as u64, "{p}");
+    assert_eq!(p["paused"], true, "{p}");
+    assert_eq!(p["stillPaused"], true, "{p}");
+    assert_eq!(p["requestsWhilePaused"], 0, "{p}");
+    assert_eq!(p["progressWhilePaused"], CHUNK as u64, "{p}");
+    assert_eq!(p["resumed"], true, "{p}");
+    let big_url = j["files"][big.name]["uploadURL"].as_str().unwrap();
+    assert_eq!(p["url"], big_url, "{p}");
+    // The resume asked the server where the upload stood and went on from
+    // there: HEAD at the first chunk's end, then PATCH, same upload.
+    let after: Vec<_> = j["requests"].as_array().unwrap()
+        [p["resumeIndex"].as_u64().unwrap() as usize..]
+        .iter()
+        .filter(|r| r["url"] == big_url)
+        .map(|r| {
+            (
+                r["method"].clone(),
+                r["status"].clone(),
+                r["offset"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        after.first(),
+        Some(&("HEAD".into(), 200.into(), CHUNK.to_string().into())),
+        "the resume did not start with HEAD at {CHUNK}: {j}"
+    );
+
+    // One creation per file (the resume made no new upload), no retry:
+    // every answer 2xx, and all of it through the page's origin.
+    let proxied: Vec<&str> = j["proxied"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let posts = proxied.iter().filter(|l| l.starts_with("POST ")).count();
+    assert_eq!(posts, 2, "{proxied:?}");
+    assert!(
+        proxied
+            .iter()
+            .all(|l| l.ends_with(" 200") || l.ends_with(" 201") || l.ends_with(" 204")),
+        "{proxied:?}"
+    );
+    assert_eq!(
+        proxied.len(),
+        j["requests"].as_array().unwrap().len(),
+        "the page's tus requests and the proxied ones differ: {j}"
+    );
+
+    // The server's view: media under the upload ids, intact.
+    let listed = h.list_all().await;
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    for (u, id) in ups.iter().zip(&ids) {
+        check_media(&h, &listed, id, u).await;
+    }
+
+    let png_sig = b"\x89PNG\r\n\x1a\n";
+    let shot_bytes = std::fs::read(&shot).unwrap_or_default();
+    assert!(
+        shot_bytes.starts_with(png_sig),
+        "no screenshot at {}",
+        shot.display()
+    );
+}
