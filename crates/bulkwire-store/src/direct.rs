@@ -83,6 +83,48 @@ impl Target {
         }
     }
 
+    /// Opens an existing file to append at `len` (a resumable upload's
+    /// spool): everything after `len` is cut off first. In direct mode the
+    /// bytes of the last partial block are read back, so that writes stay
+    /// block-aligned.
+    pub(super) fn append_at(path: &Path, len: u64, direct: bool) -> io::Result<Target> {
+        let mut f = OpenOptions::new().read(true).write(true).open(path)?;
+        f.set_len(len)?;
+        let aligned = len / ALIGN as u64 * ALIGN as u64;
+        let flag = direct.then(direct_flag).flatten();
+        let d = flag.map(|flag| OpenOptions::new().write(true).custom_flags(flag).open(path));
+        match d {
+            Some(Ok(file)) => {
+                let mut tail = vec![0u8; (len - aligned) as usize];
+                f.read_exact_at(&mut tail, aligned)?;
+                Ok(Target::Direct(Direct {
+                    file,
+                    tail,
+                    offset: aligned,
+                }))
+            }
+            // No direct I/O here (EINVAL): through the page cache.
+            Some(Err(e)) if e.raw_os_error() != Some(22) => Err(e),
+            _ => {
+                std::io::Seek::seek(&mut f, io::SeekFrom::Start(len))?;
+                Ok(Target::Buffered(f))
+            }
+        }
+    }
+
+    /// Makes everything written so far durable (`fdatasync`), and stays
+    /// open for more: in direct mode the partial last block is written
+    /// padded and the file cut to its size, and kept to be written again.
+    pub(super) fn sync(&mut self) -> io::Result<()> {
+        match self {
+            Target::Buffered(f) => f.sync_data(),
+            Target::Direct(d) => {
+                d.write_tail()?;
+                d.file.sync_data()
+            }
+        }
+    }
+
     /// Writes whatever is held and hands back the file, complete, for the
     /// commit's fsync.
     pub(super) fn finish(self) -> io::Result<File> {
@@ -141,17 +183,26 @@ impl Direct {
     /// The last partial block is written padded with zeros, then the file
     /// is cut to its size.
     fn finish(mut self) -> io::Result<File> {
-        if !self.tail.is_empty() {
-            let size = self.offset + self.tail.len() as u64;
-            let mut st = Staging::new();
-            st.push(&self.tail, &self.file, &mut self.offset)?;
-            let at = st.at;
-            st.buf[at + st.held..at + ALIGN].fill(0);
-            self.file
-                .write_all_at(&st.buf[at..at + ALIGN], self.offset)?;
-            self.file.set_len(size)?;
-        }
+        self.write_tail()?;
         Ok(self.file)
+    }
+
+    /// Writes the partial last block padded with zeros at its aligned
+    /// offset and cuts the file to its size; the block stays held (the
+    /// next write rewrites it whole).
+    fn write_tail(&mut self) -> io::Result<()> {
+        if self.tail.is_empty() {
+            return Ok(());
+        }
+        let size = self.offset + self.tail.len() as u64;
+        let mut st = Staging::new();
+        let mut at_offset = self.offset;
+        st.push(&self.tail, &self.file, &mut at_offset)?;
+        let at = st.at;
+        st.buf[at + st.held..at + ALIGN].fill(0);
+        self.file
+            .write_all_at(&st.buf[at..at + ALIGN], self.offset)?;
+        self.file.set_len(size)
     }
 }
 
@@ -283,6 +334,29 @@ mod tests {
             t.write(&[Bytes::from(vec![9u8; len])]).unwrap();
             drop(t.finish().unwrap());
             assert_eq!(std::fs::read(&path).unwrap(), vec![9u8; len]);
+        }
+    }
+
+    #[test]
+    fn appends_resume_at_any_offset_in_both_modes() {
+        let d = tempfile::tempdir().unwrap();
+        let (chunks, all) = chunks();
+        for direct in [false, true] {
+            let path = d.path().join(format!("spool-{direct}"));
+            drop(Target::create(&path, direct).unwrap().finish().unwrap());
+            let mut len = 0u64;
+            for (i, c) in chunks.iter().enumerate() {
+                let mut t = Target::append_at(&path, len, direct).unwrap();
+                t.write(std::slice::from_ref(c)).unwrap();
+                // Unsaved bytes past the next start are cut off by it.
+                t.sync().unwrap();
+                t.write(&[Bytes::from(vec![0xEE; 5000 + i])]).unwrap();
+                t.sync().unwrap();
+                len += c.len() as u64;
+            }
+            let t = Target::append_at(&path, len, direct).unwrap();
+            drop(t.finish().unwrap());
+            assert_eq!(std::fs::read(&path).unwrap(), all, "direct {direct}");
         }
     }
 

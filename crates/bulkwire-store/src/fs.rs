@@ -86,6 +86,7 @@ impl FsBlobStore {
             file: self.uploads.join(id),
             fin: self.blobs.join(id),
             dir: self.blobs_dir.clone(),
+            direct: self.direct,
         })
     }
 }

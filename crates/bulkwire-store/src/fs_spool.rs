@@ -1,16 +1,19 @@
 //! Resumable uploads on files (see [`crate::spool`]): `data/uploads/{id}`,
-//! appended to through the page cache and `fdatasync`ed at each durable
-//! point; finished by the same rename into `blobs/` as a commit.
+//! appended to and `fdatasync`ed at each durable point; finished by the
+//! same rename into `blobs/` as a commit.
 //!
-//! Through the page cache, not `O_DIRECT` (`direct.rs`): a resumed upload
-//! starts at any byte offset, and a direct write would have to read back
-//! and rewrite the partial block before it.
+//! Written with `O_DIRECT` where the file system allows it, as plain
+//! uploads are (`direct.rs`, for the same reasons: no page-cache copy, and
+//! a durable point's `fdatasync` has little left to flush). A writer that
+//! resumes inside a block reads that block's bytes back first; a durable
+//! point writes the partial last block padded and cuts the file to size.
 
+use crate::direct::Target;
 use crate::spool::{Spool, SpoolWriter};
 use crate::BoxFut;
 use bytes::Bytes;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Seek, Write};
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
@@ -22,6 +25,8 @@ pub(crate) struct FsSpoolPaths {
     pub file: PathBuf,
     pub fin: PathBuf,
     pub dir: Arc<File>,
+    /// `O_DIRECT` where the file system allows it.
+    pub direct: bool,
 }
 
 /// Creates the empty spool file (an existing one is an error: ids are new).
@@ -39,23 +44,20 @@ pub(crate) async fn create(p: FsSpoolPaths) -> io::Result<Spool> {
 
 /// Opens the spool file cut back to the saved length.
 pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn SpoolWriter>> {
-    let path = p.file.clone();
+    let (path, direct) = (p.file.clone(), p.direct);
     let len = spool.len;
-    let file = blocking(move || {
-        let mut f = OpenOptions::new().write(true).open(&path)?;
-        let at = f.metadata()?.len();
+    let target = blocking(move || {
+        let at = fs::metadata(&path)?.len();
         if at < len {
             let m = format!("{}: {at} bytes, its saved state says {len}", path.display());
             return Err(io::Error::new(io::ErrorKind::InvalidData, m));
         }
-        // Bytes past the saved length were never acknowledged.
-        f.set_len(len)?;
-        f.seek(io::SeekFrom::Start(len))?;
-        Ok(f)
+        // Bytes past the saved length were never acknowledged: cut off.
+        Target::append_at(&path, len, direct)
     })
     .await?;
     Ok(Box::new(FsSpool {
-        file: Some(file),
+        file: Some(target),
         inflight: None,
         len,
         paths: p,
@@ -100,15 +102,15 @@ pub(crate) async fn abort(p: FsSpoolPaths) -> io::Result<()> {
 
 struct FsSpool {
     /// The file, unless the write in flight holds it.
-    file: Option<File>,
-    inflight: Option<JoinHandle<io::Result<File>>>,
+    file: Option<Target>,
+    inflight: Option<JoinHandle<io::Result<Target>>>,
     /// Bytes handed to writes so far.
     len: u64,
     paths: FsSpoolPaths,
 }
 
 impl FsSpool {
-    async fn settle(&mut self) -> io::Result<File> {
+    async fn settle(&mut self) -> io::Result<Target> {
         match self.inflight.take() {
             Some(h) => h
                 .await
@@ -127,9 +129,7 @@ impl SpoolWriter for FsSpool {
             let mut f = self.settle().await?;
             self.len += chunks.iter().map(|c| c.len() as u64).sum::<u64>();
             self.inflight = Some(tokio::task::spawn_blocking(move || {
-                for c in &chunks {
-                    f.write_all(c)?;
-                }
+                f.write(&chunks)?;
                 Ok(f)
             }));
             Ok(())
@@ -138,8 +138,8 @@ impl SpoolWriter for FsSpool {
 
     fn sync(&mut self) -> BoxFut<'_, io::Result<Spool>> {
         Box::pin(async move {
-            let f = self.settle().await?;
-            let f = blocking(move || f.sync_data().map(|()| f)).await?;
+            let mut f = self.settle().await?;
+            let f = blocking(move || f.sync().map(|()| f)).await?;
             self.file = Some(f);
             Ok(Spool {
                 len: self.len,
@@ -155,11 +155,13 @@ impl SpoolWriter for FsSpool {
 
     fn finish(mut self: Box<Self>) -> BoxFut<'static, io::Result<()>> {
         Box::pin(async move {
-            drop(self.settle().await?);
+            let t = self.settle().await?;
+            drop(blocking(move || t.finish()).await?);
             let p = FsSpoolPaths {
                 file: self.paths.file.clone(),
                 fin: self.paths.fin.clone(),
                 dir: self.paths.dir.clone(),
+                direct: self.paths.direct,
             };
             finish(p, self.len).await
         })

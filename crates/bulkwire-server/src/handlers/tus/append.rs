@@ -135,6 +135,10 @@ impl Append {
             return Err(e);
         }
         self.verify().await?;
+        // The body may have ended exactly on a durable point.
+        if self.written + self.queued as u64 == self.st.offset() {
+            return Ok(());
+        }
         self.checkpoint().await
     }
 
