@@ -40,6 +40,11 @@ pub(super) struct Direct {
     tail: Vec<u8>,
     /// Bytes written to the file so far (a multiple of `ALIGN`).
     offset: u64,
+    /// The staging buffer kept between writes (a resumable upload's spool,
+    /// written batch after batch by its one writer); `None` for blob
+    /// writers, which allocate one per write (see [`Staging`]).
+    kept: Option<Staging>,
+    keep: bool,
 }
 
 /// The aligned buffer one write goes through. It lives only for that write,
@@ -101,6 +106,8 @@ impl Target {
                     file,
                     tail,
                     offset: aligned,
+                    kept: None,
+                    keep: true,
                 }))
             }
             // No direct I/O here (EINVAL): through the page cache.
@@ -165,11 +172,14 @@ impl Direct {
             file,
             tail: Vec::with_capacity(ALIGN),
             offset: 0,
+            kept: None,
+            keep: false,
         }
     }
 
     fn write(&mut self, chunks: &[Bytes]) -> io::Result<()> {
-        let mut st = Staging::new();
+        let mut st = self.kept.take().unwrap_or_else(Staging::new);
+        st.held = 0;
         st.push(&self.tail, &self.file, &mut self.offset)?;
         for c in chunks {
             st.push(c, &self.file, &mut self.offset)?;
@@ -177,6 +187,9 @@ impl Direct {
         st.write_blocks(&self.file, &mut self.offset)?;
         self.tail.clear();
         self.tail.extend_from_slice(st.held());
+        if self.keep {
+            self.kept = Some(st);
+        }
         Ok(())
     }
 
