@@ -242,14 +242,16 @@ fn parse_creation(state: &AppState, h: &HeaderMap, proto: Proto) -> Result<Creat
 
 /// True if the request says it has a body (`Content-Length` > 0 or chunked).
 fn has_body(h: &HeaderMap) -> bool {
-    let cl = h
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    match cl {
+    match content_length(h) {
         Some(n) => n > 0,
         None => h.contains_key(http::header::TRANSFER_ENCODING),
     }
+}
+
+fn content_length(h: &HeaderMap) -> Option<u64> {
+    h.get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 /// `POST /v1/uploads`.
@@ -333,6 +335,7 @@ async fn create_run(
         let want = Want {
             checksum: None,
             complete_at_end: c.complete,
+            body_len: content_length(h),
         };
         let (o, _) = append_to(state, &id, 0, want, reader).await?;
         offset = Some(o);
@@ -490,6 +493,7 @@ async fn patch_run(
     let want = Want {
         checksum,
         complete_at_end,
+        body_len: content_length(h),
     };
     append_to(state, id, offset, want, reader).await
 }
