@@ -248,6 +248,12 @@ impl MetaStore for MeteredMeta {
     fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         timed(self.h(MetaOp::Upload), self.inner.upload_claim(id))
     }
+    fn upload_claim_expired<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        timed(self.h(MetaOp::Janitor), self.inner.upload_claim_expired(id))
+    }
     fn upload_save<'a>(
         &'a self,
         row: &'a UploadRow,

@@ -1135,3 +1135,57 @@ fn rerun_on_shared_stores() {
     // multipart uploads and objects on the shared one).
     common::rerun_on_shared_stores(&[]);
 }
+
+// ---------------------------------------------------------------------------
+// Edges found in review
+
+#[tokio::test]
+async fn an_empty_upload_is_media_at_its_creation() {
+    let h = start(Limits::default()).await;
+    let id = create(&h, 0).await;
+    // Listed at once: a client that sends nothing more must not lose it.
+    assert!(
+        is_listed(&h, &id).await,
+        "an empty upload is complete at once"
+    );
+    assert_media(&h, &id, b"", None, "application/octet-stream").await;
+    assert_eq!(head_offset(&h, &id).await, 0);
+}
+
+#[tokio::test]
+async fn bytes_for_a_finished_upload_are_413_and_an_empty_append_is_204() {
+    let h = start(Limits::default()).await;
+    let data = payload(11, 1);
+    let id = create(&h, data.len()).await;
+    assert_tus(&patch(&h, &id, 0, &data).await, 204);
+    let r = patch(&h, &id, data.len(), b"more").await;
+    assert_tus(&r, 413);
+    assert_eq!(limit_name(r).await, "Upload-Length");
+    let r = patch(&h, &id, data.len(), b"").await;
+    assert_tus(&r, 204);
+    assert_eq!(offset(&r), data.len() as u64);
+    assert_media(&h, &id, &data, None, "application/octet-stream").await;
+}
+
+#[tokio::test]
+async fn a_failed_creation_with_upload_leaves_nothing() {
+    let h = start(Limits {
+        open_uploads: 1,
+        ..Limits::default()
+    })
+    .await;
+    // Its body goes past its Upload-Length: 413, and no Location.
+    let r = send(
+        tus(&h, Method::POST, "/v1/uploads")
+            .header("upload-length", 10)
+            .header("content-type", OCTETS)
+            .body(vec![7u8; 11]),
+    )
+    .await;
+    assert_tus(&r, 413);
+    assert_eq!(header(&r, "location"), None);
+    assert_nothing_stored(&h).await;
+    // Nor does it hold the credential's one open upload.
+    let id = create(&h, 3).await;
+    assert_tus(&patch(&h, &id, 0, b"abc").await, 204);
+}

@@ -32,6 +32,10 @@ pub struct FsBlobStore {
     blobs: PathBuf,
     /// Resumable uploads' spools (`fs_spool.rs`).
     uploads: PathBuf,
+    /// `uploads/` itself, open for the directory fsync of each creation.
+    uploads_dir: Arc<File>,
+    /// One writer's bytes at a time per spool (`fs_spool::Locks`).
+    spool_locks: crate::fs_spool::Locks,
     /// `blobs/` itself, open for the directory fsync of each commit.
     blobs_dir: Arc<File>,
     /// Write blobs with `O_DIRECT` where the file system allows it.
@@ -48,10 +52,13 @@ impl FsBlobStore {
         fs::create_dir_all(&blobs)?;
         fs::create_dir_all(&uploads)?;
         let blobs_dir = Arc::new(File::open(&blobs)?);
+        let uploads_dir = Arc::new(File::open(&uploads)?);
         Ok(FsBlobStore {
             tmp,
             blobs,
             uploads,
+            uploads_dir,
+            spool_locks: Default::default(),
             blobs_dir,
             direct: true,
         })
@@ -86,7 +93,10 @@ impl FsBlobStore {
             file: self.uploads.join(id),
             fin: self.blobs.join(id),
             dir: self.blobs_dir.clone(),
+            spools_dir: self.uploads_dir.clone(),
             direct: self.direct,
+            locks: self.spool_locks.clone(),
+            id: id.to_string(),
         })
     }
 }
@@ -434,6 +444,37 @@ mod tests {
         assert!(s.blob_dir().join("kept").exists());
         assert!(!s.blob_dir().join("orphan").exists());
         assert_eq!(fs::read_dir(s.tmp_dir()).unwrap().count(), 0);
+    }
+
+    /// A writer dropped with a write in flight (its request was cut or
+    /// taken over) finishes that write before the next writer opens the
+    /// spool: nothing of it lands in the file after the next one cut it.
+    #[tokio::test]
+    async fn a_dropped_spool_writer_ends_before_the_next_opens() {
+        let d = tempfile::tempdir().unwrap();
+        let s = FsBlobStore::open(d.path()).unwrap();
+        let id = crate::new_id();
+        let spool = s.spool_create(&id, Lease::detached(&id)).await.unwrap();
+        let mut a = s.spool_open(&id, spool.clone()).await.unwrap();
+        a.write(vec![Bytes::from(vec![0xAA; 64 << 20])])
+            .await
+            .unwrap();
+        drop(a);
+        let mut b = s.spool_open(&id, spool).await.unwrap();
+        b.write(vec![Bytes::from(vec![0xBB; 1 << 20])])
+            .await
+            .unwrap();
+        let st = b.sync().await.unwrap();
+        b.finish().await.unwrap();
+        let blob = s.blob_dir().join(&id);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let got = std::fs::read(&blob).unwrap();
+        assert_eq!(got.len() as u64, st.len, "written to after it was finished");
+        assert!(got.iter().all(|&b| b == 0xBB), "the dropped writer's bytes");
+        assert!(
+            s.spool_locks.0.lock().unwrap().is_empty(),
+            "no lock outlives its writers"
+        );
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ use crate::direct::Target;
 use crate::spool::{Spool, SpoolWriter};
 use crate::BoxFut;
 use bytes::Bytes;
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::PathBuf;
@@ -25,8 +26,60 @@ pub(crate) struct FsSpoolPaths {
     pub file: PathBuf,
     pub fin: PathBuf,
     pub dir: Arc<File>,
+    /// `uploads/`, fsynced after a spool is created.
+    pub spools_dir: Arc<File>,
     /// `O_DIRECT` where the file system allows it.
     pub direct: bool,
+    pub locks: Locks,
+    pub id: String,
+}
+
+/// One writer's bytes at a time per spool file. The server lets one
+/// request write an upload at a time, but a request that is cut or taken
+/// over may leave a write running on the blocking pool: a new writer waits
+/// here until every write of the previous one has ended, so that nothing
+/// lands in the file after the new writer cut it back. One entry per spool
+/// with a writer open or waiting.
+#[derive(Clone, Default, Debug)]
+pub(crate) struct Locks(
+    pub(crate) Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+);
+
+/// Held by a spool writer and by each of its writes in flight.
+struct SpoolLock {
+    locks: Locks,
+    id: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Locks {
+    async fn lock(&self, id: &str) -> Arc<SpoolLock> {
+        let m = {
+            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(id.to_string()).or_default().clone()
+        };
+        let guard = m.lock_owned().await;
+        Arc::new(SpoolLock {
+            locks: self.clone(),
+            id: id.to_string(),
+            guard: Some(guard),
+        })
+    }
+}
+
+impl Drop for SpoolLock {
+    fn drop(&mut self) {
+        let mutex = self
+            .guard
+            .take()
+            .map(|g| tokio::sync::OwnedMutexGuard::mutex(&g).clone());
+        let mut map = self.locks.0.lock().unwrap_or_else(|p| p.into_inner());
+        // The guard is gone now; the map's reference and `mutex` remain
+        // unless someone waits.
+        if mutex.is_some_and(|m| Arc::strong_count(&m) == 2) {
+            map.remove(&self.id);
+        }
+    }
 }
 
 /// Creates the empty spool file (an existing one is an error: ids are new).
@@ -37,6 +90,8 @@ pub(crate) async fn create(p: FsSpoolPaths) -> io::Result<Spool> {
             .create_new(true)
             .open(&p.file)?;
         f.sync_all()?;
+        // The name too: the row that will name the spool is durable.
+        p.spools_dir.sync_all()?;
         Ok(Spool::default())
     })
     .await
@@ -44,6 +99,7 @@ pub(crate) async fn create(p: FsSpoolPaths) -> io::Result<Spool> {
 
 /// Opens the spool file cut back to the saved length.
 pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn SpoolWriter>> {
+    let lock = p.locks.lock(&p.id).await;
     let (path, direct) = (p.file.clone(), p.direct);
     let len = spool.len;
     let target = blocking(move || {
@@ -61,6 +117,7 @@ pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn Sp
         inflight: None,
         len,
         paths: p,
+        lock,
     }))
 }
 
@@ -107,6 +164,8 @@ struct FsSpool {
     /// Bytes handed to writes so far.
     len: u64,
     paths: FsSpoolPaths,
+    /// This writer's turn on the file, shared with its writes in flight.
+    lock: Arc<SpoolLock>,
 }
 
 impl FsSpool {
@@ -128,8 +187,11 @@ impl SpoolWriter for FsSpool {
         Box::pin(async move {
             let mut f = self.settle().await?;
             self.len += chunks.iter().map(|c| c.len() as u64).sum::<u64>();
+            // A write outlives a dropped writer: it keeps the turn.
+            let turn = self.lock.clone();
             self.inflight = Some(tokio::task::spawn_blocking(move || {
                 f.write(&chunks)?;
+                drop(turn);
                 Ok(f)
             }));
             Ok(())
@@ -161,7 +223,10 @@ impl SpoolWriter for FsSpool {
                 file: self.paths.file.clone(),
                 fin: self.paths.fin.clone(),
                 dir: self.paths.dir.clone(),
+                spools_dir: self.paths.spools_dir.clone(),
                 direct: self.paths.direct,
+                locks: self.paths.locks.clone(),
+                id: self.paths.id.clone(),
             };
             finish(p, self.len).await
         })

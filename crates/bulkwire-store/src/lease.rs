@@ -303,7 +303,8 @@ pub async fn sweep_resumable(
 }
 
 async fn expire(meta: &dyn MetaStore, blobs: &dyn BlobStore, id: &str) -> io::Result<()> {
-    let Some(row) = meta.upload_claim(id).await.map_err(io::Error::other)? else {
+    let claim = meta.upload_claim_expired(id).await;
+    let Some(row) = claim.map_err(io::Error::other)? else {
         return Ok(());
     };
     let left: ResumableLeftovers = serde_json::from_str(&row.state)

@@ -347,6 +347,14 @@ pub trait MetaStore: Send + Sync + 'static {
     /// row as it is now. Any earlier writer's next save fails.
     fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
 
+    /// The janitor's claim: as [`MetaStore::upload_claim`], but only while
+    /// the row is still expired (store clock), so that an upload saved (and
+    /// its expiry moved) since the janitor listed it is left alone.
+    fn upload_claim_expired<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
+
     /// Saves the state, the expiry and whether the upload is still open,
     /// if `gen` is still current (`false` otherwise: taken over or gone).
     /// With `media`, inserts that row in the same transaction: the upload

@@ -148,6 +148,9 @@ const UPLOAD_COLUMNS: &str = "id, owner, expires, gen, open, state";
 const UPLOAD_GET: &str = "SELECT id, owner, expires, gen, open, state FROM uploads WHERE id = $1";
 const UPLOAD_CLAIM: &str = "UPDATE uploads SET gen = gen + 1 WHERE id = $1
      RETURNING id, owner, expires, gen, open, state";
+const UPLOAD_CLAIM_EXPIRED: &str = "UPDATE uploads SET gen = gen + 1
+     WHERE id = $1 AND expires < extract(epoch FROM now())::bigint
+     RETURNING id, owner, expires, gen, open, state";
 const UPLOAD_SAVE: &str =
     "UPDATE uploads SET state = $3, expires = $4, open = $5 WHERE id = $1 AND gen = $2";
 const UPLOAD_REMOVE: &str = "DELETE FROM uploads WHERE id = $1 AND gen = $2";
@@ -811,6 +814,16 @@ impl MetaStore for PgMeta {
     fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         Box::pin(async move {
             let row = self.query_opt(UPLOAD_CLAIM, &[&id]).await?;
+            row.map(|r| upload_row(&r)).transpose().map_err(db)
+        })
+    }
+
+    fn upload_claim_expired<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        Box::pin(async move {
+            let row = self.query_opt(UPLOAD_CLAIM_EXPIRED, &[&id]).await?;
             row.map(|r| upload_row(&r)).transpose().map_err(db)
         })
     }

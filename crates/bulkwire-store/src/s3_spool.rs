@@ -54,6 +54,10 @@ pub(crate) async fn open(s3: Arc<Shared>, id: &str, spool: Spool) -> io::Result<
             "S3 spool of {id}: no multipart upload saved"
         )));
     };
+    if !spool.is_consistent() {
+        let e = format!("S3 spool of {id}: inconsistent saved state {spool:?}");
+        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+    }
     let mut filling = Filling::default();
     if let Some(t) = &spool.tail {
         let tk = tails(&s3, id)?.join(t.as_str());
@@ -81,6 +85,7 @@ pub(crate) async fn open(s3: Arc<Shared>, id: &str, spool: Spool) -> io::Result<
         inflight: None,
         tail: spool.tail,
         new_tail: None,
+        broken: None,
     })
 }
 
@@ -151,6 +156,11 @@ pub(crate) struct S3Spool {
     tail: Option<String>,
     /// The tail written by the last sync, until `saved` says its fate.
     new_tail: Option<String>,
+    /// Why the writer is unusable: an operation failed or was cancelled
+    /// half-way (a part may be missing from `parts` while `len` counts
+    /// it). A state it would return then could name bytes S3 does not
+    /// have, so every later call fails.
+    broken: Option<String>,
 }
 
 impl S3Spool {
@@ -249,25 +259,45 @@ impl S3Spool {
     }
 }
 
+impl S3Spool {
+    /// Runs `op` unless the writer is broken, and breaks it if `op` fails
+    /// or is cancelled.
+    async fn guarded<T>(
+        &mut self,
+        op: impl AsyncFnOnce(&mut S3Spool) -> io::Result<T>,
+    ) -> io::Result<T> {
+        if let Some(e) = &self.broken {
+            let e = format!("unusable after an earlier failure: {e}");
+            return Err(self.s3.error("spool", &self.key, io::ErrorKind::Other, e));
+        }
+        self.broken = Some("an operation was cancelled".into());
+        let r = op(self).await;
+        self.broken = r.as_ref().err().map(|e| e.to_string());
+        r
+    }
+
+    async fn sync_now(&mut self) -> io::Result<Spool> {
+        self.settle().await?;
+        // A tail the last sync wrote but nobody saved.
+        if let Some(t) = self
+            .new_tail
+            .take()
+            .filter(|t| Some(t) != self.tail.as_ref())
+        {
+            self.drop_tail(t).await;
+        }
+        self.new_tail = self.put_tail().await?;
+        Ok(self.state())
+    }
+}
+
 impl SpoolWriter for S3Spool {
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>> {
-        Box::pin(self.write_chunks(chunks))
+        Box::pin(self.guarded(async move |w: &mut S3Spool| w.write_chunks(chunks).await))
     }
 
     fn sync(&mut self) -> BoxFut<'_, io::Result<Spool>> {
-        Box::pin(async move {
-            self.settle().await?;
-            // A tail the last sync wrote but nobody saved.
-            if let Some(t) = self
-                .new_tail
-                .take()
-                .filter(|t| Some(t) != self.tail.as_ref())
-            {
-                self.drop_tail(t).await;
-            }
-            self.new_tail = self.put_tail().await?;
-            Ok(self.state())
-        })
+        Box::pin(self.guarded(async |w: &mut S3Spool| w.sync_now().await))
     }
 
     fn saved(&mut self, ok: bool) -> BoxFut<'_, ()> {
@@ -284,7 +314,10 @@ impl SpoolWriter for S3Spool {
     }
 
     fn finish(mut self: Box<Self>) -> BoxFut<'static, io::Result<()>> {
-        Box::pin(async move { self.complete().await })
+        Box::pin(async move {
+            self.guarded(async |w: &mut S3Spool| w.complete().await)
+                .await
+        })
     }
 }
 

@@ -55,7 +55,19 @@ fn is_zero(n: &u64) -> bool {
 impl Spool {
     /// Bytes after the last whole part (S3), all bytes for files.
     pub fn tail_len(&self) -> u64 {
-        self.len - self.parts.len() as u64 * self.part_size
+        let whole = (self.parts.len() as u64).saturating_mul(self.part_size);
+        self.len.saturating_sub(whole)
+    }
+
+    /// The S3 layout holds together: the whole parts fit in the length, the
+    /// rest is shorter than a part, and a tail object exists exactly when
+    /// there is a rest.
+    pub fn is_consistent(&self) -> bool {
+        let whole = (self.parts.len() as u64).checked_mul(self.part_size);
+        let tail = self.tail_len();
+        whole.is_some_and(|w| w <= self.len)
+            && (self.part_size == 0 || tail < self.part_size)
+            && self.tail.is_some() == (tail > 0)
     }
 }
 

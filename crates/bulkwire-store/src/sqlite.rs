@@ -661,6 +661,22 @@ impl MetaStore for SqliteMeta {
         })
     }
 
+    fn upload_claim_expired<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        let id = id.to_string();
+        self.with(move |c| {
+            let sql = format!(
+                "UPDATE uploads SET gen = gen + 1 WHERE id = ?1 AND expires < ?2
+                 RETURNING {UPLOAD_COLUMNS}"
+            );
+            c.prepare_cached(&sql)?
+                .query_row(params![id, now()], upload_row)
+                .optional()
+        })
+    }
+
     fn upload_save<'a>(
         &'a self,
         row: &'a UploadRow,

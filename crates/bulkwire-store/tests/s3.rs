@@ -344,3 +344,57 @@ fn a_dead_s3_fails_writes_and_commits_in_time() {
         );
     });
 }
+
+/// A spool whose part failed (S3 away) refuses every later call, so that no
+/// state it returns can name bytes S3 does not have; resuming from the last
+/// saved state stores exactly the bytes sent.
+#[test]
+fn a_spool_whose_part_failed_never_returns_a_state_again() {
+    let mut sw = must(Seaweed::start(&default_cache()));
+    let bucket = new_bucket(&sw);
+    let mut cfg = config(&sw, &bucket, "spool");
+    cfg.timeout = Duration::from_secs(3);
+    cfg.connect_timeout = Duration::from_secs(1);
+    cfg.retry_timeout = Duration::from_secs(1);
+    let s = S3BlobStore::new(cfg).unwrap();
+    let data: Vec<u8> = (0..2 * PART + 1000).map(|i| (i * 7 % 251) as u8).collect();
+    let rt = rt();
+    let id = new_id();
+    let (saved, mut w) = rt.block_on(async {
+        let spool = s.spool_create(&id, Lease::detached(&id)).await.unwrap();
+        let mut w = s.spool_open(&id, spool).await.unwrap();
+        w.write(vec![Bytes::copy_from_slice(&data[..PART])])
+            .await
+            .unwrap();
+        let saved = w.sync().await.unwrap();
+        w.saved(true).await;
+        (saved, w)
+    });
+    sw.kill();
+    rt.block_on(async {
+        let second = Bytes::copy_from_slice(&data[PART..2 * PART]);
+        let failed = match within(w.write(vec![second])).await {
+            Err(e) => e,
+            Ok(()) => within(w.sync()).await.unwrap_err(),
+        };
+        assert!(failed.to_string().contains("S3"), "{failed}");
+    });
+    must(sw.start_again());
+    rt.block_on(async {
+        let e = within(w.sync()).await.unwrap_err();
+        assert!(
+            e.to_string().contains("unusable after an earlier failure"),
+            "{e}"
+        );
+        drop(w);
+        let mut w = s.spool_open(&id, saved.clone()).await.unwrap();
+        w.write(vec![Bytes::copy_from_slice(&data[PART..])])
+            .await
+            .unwrap();
+        let last = w.sync().await.unwrap();
+        w.saved(true).await;
+        assert_eq!(last.len, data.len() as u64);
+        w.finish().await.unwrap();
+        assert_eq!(read_all(&s, &id, last.len).await, data);
+    });
+}

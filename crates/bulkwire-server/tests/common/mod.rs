@@ -296,6 +296,12 @@ impl MetaStore for FailingMeta {
     fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         self.inner.upload_claim(id)
     }
+    fn upload_claim_expired<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        self.inner.upload_claim_expired(id)
+    }
     fn upload_save<'a>(
         &'a self,
         row: &'a UploadRow,

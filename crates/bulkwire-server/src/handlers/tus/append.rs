@@ -87,6 +87,8 @@ pub struct Append {
     next_sync: u64,
     /// Offset at which the body ends, if its length was declared.
     body_end: Option<u64>,
+    /// The request body failed (cut, too slow): what arrived is kept.
+    body_broke: bool,
     guard: WriterGuard,
 }
 
@@ -127,6 +129,7 @@ impl Append {
             written: at,
             next_sync: (at / sync + 1) * sync,
             body_end: want.body_len.map(|n| at.saturating_add(n)),
+            body_broke: false,
             guard,
         })
     }
@@ -137,7 +140,10 @@ impl Append {
     pub async fn body(&mut self, reader: &mut BodyReader) -> Result<(), ApiError> {
         let r = self.read_all(reader).await;
         if let Err(e) = r {
-            if self.expected.is_none() && e.kind != Kind::Conflict {
+            // Only a body that broke off keeps what arrived: after a
+            // storage error the spool's state is in doubt, and a limit or
+            // a takeover ends the request without counting more.
+            if self.body_broke && self.expected.is_none() && self.has_unsaved() {
                 if let Err(s) = self.checkpoint().await {
                     tracing::warn!(id = self.row.id, "saving a broken append: {s}");
                 }
@@ -146,10 +152,14 @@ impl Append {
         }
         self.verify().await?;
         // The body may have ended exactly on a durable point.
-        if self.written + self.queued as u64 == self.st.offset() {
+        if !self.has_unsaved() {
             return Ok(());
         }
         self.checkpoint().await
+    }
+
+    fn has_unsaved(&self) -> bool {
+        self.written + self.queued as u64 != self.st.offset()
     }
 
     async fn read_all(&mut self, reader: &mut BodyReader) -> Result<(), ApiError> {
@@ -158,7 +168,7 @@ impl Append {
             let next = tokio::select! {
                 biased;
                 () = stop.notified() => return Err(taken_over()),
-                c = reader.next() => c?,
+                c = reader.next() => c.inspect_err(|_| self.body_broke = true)?,
             };
             let Some(chunk) = next else { return Ok(()) };
             self.take(chunk).await?;
@@ -198,8 +208,12 @@ impl Append {
         let end = self.written + (self.queued + chunk.len()) as u64;
         let l = &self.state.config.limits;
         if let Some(len) = self.st.length.filter(|len| end > *len) {
-            let m = format!("the body goes past Upload-Length ({len} bytes)");
-            return Err(ApiError::new(Kind::Limit, m));
+            let mut e = ApiError::new(
+                Kind::Limit,
+                format!("the body goes past Upload-Length ({len} bytes)"),
+            );
+            e.limit = Some(("Upload-Length", len));
+            return Err(e);
         }
         if end > l.file_bytes {
             return Err(ApiError::limit("file_bytes", l.file_bytes));
@@ -276,7 +290,14 @@ impl Append {
         let mut st = self.st.clone();
         st.spool = spool;
         let saved = self.save(st.clone(), None).await;
-        self.writer.saved(saved.is_ok()).await;
+        match &saved {
+            Ok(_) => self.writer.saved(true).await,
+            // Fenced out: the new state will never count.
+            Err(e) if e.kind == Kind::Conflict => self.writer.saved(false).await,
+            // Unknown (a commit whose answer was lost may have counted):
+            // nothing is removed; the upload's end removes what is left.
+            Err(_) => {}
+        }
         saved?;
         self.st = st;
         let sync = self.state.config.limits.upload_sync_bytes.max(1);
@@ -359,7 +380,7 @@ pub async fn complete_saved(
     }
 }
 
-fn taken_over() -> ApiError {
+pub(super) fn taken_over() -> ApiError {
     ApiError::new(
         Kind::Conflict,
         "a newer request for this upload took over; resume from its offset",

@@ -16,6 +16,7 @@
 //! last durable offset (a mismatch is 409 with the right `Upload-Offset`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, OwnedMutexGuard};
 
@@ -31,6 +32,9 @@ struct Slot {
     lock: Arc<tokio::sync::Mutex<()>>,
     /// The current holder's stop signal.
     holder: Mutex<Option<Arc<Notify>>>,
+    /// The newest request's ticket: a waiter that gets the lock while a
+    /// newer one waits behind it yields at once.
+    latest: AtomicU64,
 }
 
 /// The right to write one upload on this node; `stop` fires when a newer
@@ -41,6 +45,7 @@ pub struct WriterGuard {
     slot: Arc<Slot>,
     _lock: OwnedMutexGuard<()>,
     pub stop: Arc<Notify>,
+    ticket: u64,
 }
 
 impl Writers {
@@ -51,7 +56,8 @@ impl Writers {
             let mut m = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             m.entry(id.to_string()).or_default().clone()
         };
-        if let Some(n) = slot.holder.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        let ticket = slot.latest.fetch_add(1, SeqCst) + 1;
+        if let Some(n) = &*slot.holder.lock().unwrap_or_else(|p| p.into_inner()) {
             // `notify_one` keeps a permit: the holder sees it even if it
             // is not waiting at this instant.
             n.notify_one();
@@ -65,12 +71,21 @@ impl Writers {
             slot,
             _lock: lock,
             stop,
+            ticket,
         }
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
         self.slots.lock().unwrap().len()
+    }
+}
+
+impl WriterGuard {
+    /// True when a newer request for the upload waits: this one must not
+    /// start (the newest wins, also among three or more at once).
+    pub fn superseded(&self) -> bool {
+        self.slot.latest.load(SeqCst) != self.ticket
     }
 }
 
@@ -90,6 +105,23 @@ mod tests {
     use std::time::Duration;
 
     #[tokio::test]
+    async fn among_three_at_once_the_newest_wins() {
+        let w = Arc::new(Writers::default());
+        let first = w.take("a").await;
+        let (w2, w3) = (w.clone(), w.clone());
+        let second = tokio::spawn(async move { w2.take("a").await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let third = tokio::spawn(async move { w3.take("a").await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(first);
+        let second = second.await.unwrap();
+        assert!(second.superseded(), "a newer request waits behind it");
+        drop(second);
+        let third = third.await.unwrap();
+        assert!(!third.superseded());
+    }
+
+    #[tokio::test]
     async fn a_newcomer_stops_the_holder_and_takes_over() {
         let w = Arc::new(Writers::default());
         let first = w.take("a").await;
@@ -104,6 +136,7 @@ mod tests {
         assert!(!second.is_finished());
         drop(first);
         let second = second.await.unwrap();
+        assert!(!second.superseded());
         assert_eq!(w.len(), 1);
         // Another upload is independent.
         let other = w.take("b").await;

@@ -225,9 +225,12 @@ fn parse_creation(state: &AppState, h: &HeaderMap, proto: Proto) -> Result<Creat
             (true, complete)
         }
     };
-    if let Some(len) = length.filter(|n| *n > l.file_bytes) {
-        let _ = len;
+    if length.is_some_and(|n| n > l.file_bytes) {
         return Err(ApiError::limit("file_bytes", l.file_bytes));
+    }
+    if length.is_some() && matches!(concat, Some(Concat::Final(_))) {
+        let m = "a final concatenation takes its length from its parts: no Upload-Length";
+        return Err(ApiError::new(Kind::Malformed, m));
     }
     Ok(Creation {
         length,
@@ -337,8 +340,21 @@ async fn create_run(
             complete_at_end: c.complete,
             body_len: content_length(h),
         };
-        let (o, _) = append_to(state, &id, 0, want, reader).await?;
-        offset = Some(o);
+        match append_to(state, &id, 0, want, reader).await {
+            Ok((o, _)) => offset = Some(o),
+            Err(e) => {
+                // The client never learns the upload's URL: nothing of it
+                // may stay (nor count against open_uploads).
+                if let Err(t) = terminate(state, &id).await {
+                    tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                }
+                return Err(e);
+            }
+        }
+    } else if c.length == Some(0) {
+        // Nothing to wait for: an empty file is complete at once.
+        recover_completion(state, &id).await?;
+        offset = Some(0);
     } else if proto != Proto::Tus {
         offset = Some(0);
     }
@@ -368,6 +384,9 @@ async fn append_to(
     reader: &mut BodyReader,
 ) -> Result<(u64, bool), ApiError> {
     let guard = state.writers.take(id).await;
+    if guard.superseded() {
+        return Err(append::taken_over());
+    }
     let row = state
         .meta
         .upload_claim(id)
@@ -385,7 +404,10 @@ async fn append_to(
         return Err(mismatch(st.offset()));
     }
     if st.complete {
-        // A retry of the last append whose answer was lost: nothing to do.
+        if want.body_len.is_none_or(|n| n > 0) && !reader.is_done() {
+            return Err(complete_already(st.offset()));
+        }
+        // An empty append at the end (a client checking it is done).
         return Ok((st.offset(), true));
     }
     let _admission = admit(state, reader.progress(), 0).await?;
@@ -405,6 +427,16 @@ async fn append_to(
     }
     a.complete().await?;
     Ok((at, true))
+}
+
+/// Bytes for a finished upload: past its length (tus: 413, naming it).
+fn complete_already(len: u64) -> ApiError {
+    let mut e = ApiError::new(
+        Kind::Limit,
+        format!("the upload is complete at {len} bytes: no more bytes are taken"),
+    );
+    e.limit = Some(("Upload-Length", len));
+    e
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -544,7 +576,12 @@ async fn head(state: &Arc<AppState>, id: &str, proto: Proto) -> Result<Response,
     let Some(row) = state.meta.upload_get(id).await? else {
         // Its row expired after it became media: the media says the rest.
         let m = state.meta.get(id).await?.ok_or_else(|| not_found(id))?;
-        return Ok(status_answer(proto, m.size, Some(m.size), true));
+        let mut r = status_answer(proto, m.size, Some(m.size), true);
+        r.headers_mut().insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        );
+        return Ok(r);
     };
     let mut st = UploadState::parse(id, &row.state)?;
     // A finished upload is media: its row's expiry only ends the record.
@@ -679,7 +716,7 @@ async fn concat_final(
             let m = format!("Upload-Concat: {pid} is not a complete partial upload");
             return Err(ApiError::new(Kind::Malformed, m));
         }
-        total += st.offset();
+        total = total.saturating_add(st.offset());
         parts.push((pid.clone(), st));
     }
     if total > l.file_bytes {
