@@ -32,12 +32,13 @@
 mod common;
 
 use bulkwire_server::Limits;
+use common::clients::*;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PLAYWRIGHT: &str = "playwright-core@1.65.1";
 const UPPY: &str = "uppy@6.0.1";
@@ -51,33 +52,8 @@ const DRIVER_MS: u64 = 180_000;
 /// closing the browser, then SIGKILL) and the test fails.
 const CLIENT_DEADLINE: Duration = Duration::from_secs(240);
 
-fn tmp() -> &'static Path {
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
-}
-
 // ---------------------------------------------------------------------------
 // Runtimes
-
-/// Fails the test for a missing runtime (see the module doc for why this
-/// is never a silent pass).
-fn missing(what: &str, install: &str) -> ! {
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set and {what} is missing: the CI machine must provide it ({install})");
-    }
-    panic!("{what} is missing; install it to run this test: {install}");
-}
-
-/// True when `cmd args…` runs and succeeds.
-fn runs(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// Debian's Chromium, which playwright-core drives (it downloads none).
 fn chromium() -> &'static str {
@@ -134,85 +110,10 @@ fn node_modules() -> &'static Path {
     })
 }
 
-/// Stops the driver: SIGTERM first, which playwright answers by closing
-/// the browser it launched (a SIGKILL would leave Chromium running), then
-/// SIGKILL after 10 s.
-fn stop(child: &mut Child) {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::process::{kill_process, Pid, Signal};
-        let _ = kill_process(Pid::from_child(child), Signal::TERM);
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if child.try_wait().is_ok_and(|s| s.is_some()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// Runs the driver off the server's runtime, stopping it after
-/// [`CLIENT_DEADLINE`] so that a browser stuck on a broken server fails
-/// the test instead of hanging it. Returns its output and run time.
-async fn run(mut cmd: Command) -> (Output, Duration) {
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env("NO_PROXY", "127.0.0.1");
-    tokio::task::spawn_blocking(move || {
-        let began = Instant::now();
-        let mut child = cmd.spawn().unwrap();
-        // Drain both pipes while waiting: a full pipe would stall the client.
-        let mut out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let read = |r: &mut dyn std::io::Read| {
-            let mut v = Vec::new();
-            r.read_to_end(&mut v).map(|_| v)
-        };
-        let out = std::thread::spawn(move || read(&mut out).unwrap());
-        let err = std::thread::spawn(move || read(&mut err).unwrap());
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if began.elapsed() > CLIENT_DEADLINE {
-                stop(&mut child);
-                let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
-                let err = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
-                panic!(
-                    "the browser run took longer than {CLIENT_DEADLINE:?}: {cmd:?}\n\
-                     stdout: {out}\nstderr: {err}"
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let output = Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
-        };
-        (output, began.elapsed())
-    })
-    .await
-    .unwrap()
-}
-
-/// The driver's report: its last JSON line; fails with both outputs when
-/// the run failed or printed none.
-fn report(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
-    let j: Option<Value> = line.and_then(|l| serde_json::from_str(l).ok());
-    match j {
-        Some(j) if out.status.success() && j["ok"] == true => j,
-        _ => panic!(
-            "the browser run failed (status {:?})\nstdout: {stdout}\nstderr: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
+/// The driver's run, bounded by [`CLIENT_DEADLINE`] (then SIGTERM, which
+/// playwright turns into closing the browser, then SIGKILL).
+async fn run(cmd: Command) -> (Output, Duration) {
+    run_client(cmd, CLIENT_DEADLINE).await
 }
 
 // ---------------------------------------------------------------------------
@@ -286,19 +187,6 @@ struct Upload {
 
 // ---------------------------------------------------------------------------
 // Checks
-
-/// The upload id at the end of an upload URL, which must be on the page's
-/// origin (the Location follows the Host header, which the page's proxy
-/// passes on).
-fn upload_id(url: &str, origin: &str) -> String {
-    let prefix = format!("{origin}/v1/uploads/");
-    let id = url.strip_prefix(&prefix).unwrap_or_else(|| {
-        panic!("upload URL {url} is not under {prefix} (the Location must follow the Host header)")
-    });
-    let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
-    assert!(id.len() == 32 && id.chars().all(hex), "upload id {id:?}");
-    id.to_string()
-}
 
 /// The finished upload is media under the same id: listed with its size,
 /// SHA-256, name and type, and downloaded back byte for byte.

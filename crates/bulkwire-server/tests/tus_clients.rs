@@ -26,14 +26,15 @@
 mod common;
 
 use bulkwire_server::Limits;
+use common::clients::*;
 use common::*;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -43,33 +44,8 @@ const MIB: usize = 1 << 20;
 /// A client run that takes longer than this is killed and fails the test.
 const CLIENT_DEADLINE: Duration = Duration::from_secs(300);
 
-fn tmp() -> &'static Path {
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
-}
-
 // ---------------------------------------------------------------------------
 // Runtimes
-
-/// Fails the test for a missing runtime (see the module doc for why this
-/// is never a silent pass).
-fn missing(what: &str, install: &str) -> ! {
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set and {what} is missing: the CI machine must provide it ({install})");
-    }
-    panic!("{what} is missing; install it to run this test: {install}");
-}
-
-/// True when `cmd args…` runs and succeeds.
-fn runs(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// tus-js-client under target/tmp/node; the node_modules dir for
 /// NODE_PATH. Installed once per test process (tests run in parallel and
@@ -145,59 +121,9 @@ fn tuspy() -> &'static Path {
     })
 }
 
-/// Runs a client off the server's runtime, killing it after
-/// [`CLIENT_DEADLINE`] so that a client stuck on a broken server fails
-/// the test instead of hanging it.
-async fn run(mut cmd: Command) -> Output {
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env("NO_PROXY", "127.0.0.1");
-    tokio::task::spawn_blocking(move || {
-        let mut child = cmd.spawn().unwrap();
-        // Drain both pipes while waiting: a full pipe would stall the client.
-        let mut out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let read = |r: &mut dyn std::io::Read| {
-            let mut v = Vec::new();
-            r.read_to_end(&mut v).map(|_| v)
-        };
-        let out = std::thread::spawn(move || read(&mut out).unwrap());
-        let err = std::thread::spawn(move || read(&mut err).unwrap());
-        let deadline = Instant::now() + CLIENT_DEADLINE;
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("the client ran longer than {CLIENT_DEADLINE:?}: {cmd:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
-        }
-    })
-    .await
-    .unwrap()
-}
-
-/// The client's report: its last JSON line; fails with both outputs when
-/// the client failed or printed none.
-fn report(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
-    let j: Option<Value> = line.and_then(|l| serde_json::from_str(l).ok());
-    match j {
-        Some(j) if out.status.success() && j["ok"] == true => j,
-        _ => panic!(
-            "the client failed (status {:?})\nstdout: {stdout}\nstderr: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
+/// One client run, bounded by [`CLIENT_DEADLINE`].
+async fn run(cmd: Command) -> Output {
+    run_client(cmd, CLIENT_DEADLINE).await.0
 }
 
 // ---------------------------------------------------------------------------
@@ -322,19 +248,6 @@ fn test_file(name: &str, len: usize, seed: u64) -> (tempfile::TempDir, PathBuf, 
     let path = dir.path().join(name);
     std::fs::write(&path, &data).unwrap();
     (dir, path, data)
-}
-
-/// The upload id at the end of an upload URL, which must be under
-/// `origin` (the address the client was given: the proxy's when there is
-/// one, else the client's requests would bypass it).
-fn upload_id(url: &str, origin: &str) -> String {
-    let prefix = format!("{origin}/v1/uploads/");
-    let id = url.strip_prefix(&prefix).unwrap_or_else(|| {
-        panic!("upload URL {url} is not under {prefix} (the Location must follow the Host header)")
-    });
-    let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
-    assert!(id.len() == 32 && id.chars().all(hex), "upload id {id:?}");
-    id.to_string()
 }
 
 /// The finished upload is media under the same id: listed with its size,

@@ -2,6 +2,8 @@
 //! client, and raw-socket requests for stalls and disconnects.
 #![allow(dead_code)]
 
+pub mod clients;
+
 use bulkwire_server::store::{
     BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, Lease, MediaRecord, MetaError,
     MetaStore, NewMedia, Pending, PgMeta, S3BlobStore, S3Config, Spool, SpoolWriter, SqliteMeta,

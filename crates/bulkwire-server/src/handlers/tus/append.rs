@@ -340,8 +340,8 @@ impl Append {
     pub async fn complete(mut self) -> Result<Option<MediaRecord>, ApiError> {
         let h = self.settle_hash().await?;
         self.writer.finish().await.map_err(storage_error)?;
-        let (row, st) = (self.row.clone(), self.st.clone());
-        complete_saved(&self.state, row, st, hex::encode(h.file.finalize())).await
+        let sha256 = hex::encode(h.file.finalize());
+        complete_saved(&self.state, self.row.clone(), &mut self.st, sha256).await
     }
 }
 
@@ -351,7 +351,7 @@ impl Append {
 pub async fn complete_saved(
     state: &Arc<AppState>,
     mut row: UploadRow,
-    mut st: UploadState,
+    st: &mut UploadState,
     sha256: String,
 ) -> Result<Option<MediaRecord>, ApiError> {
     st.complete = true;

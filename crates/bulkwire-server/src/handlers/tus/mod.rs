@@ -387,12 +387,7 @@ async fn append_to(
     if guard.superseded() {
         return Err(append::taken_over());
     }
-    let row = state
-        .meta
-        .upload_claim(id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let st = UploadState::parse(id, &row.state)?;
+    let (row, st) = claim_row(state, id).await?;
     if row.expires < now() && !st.complete {
         return Err(gone(id));
     }
@@ -437,6 +432,16 @@ fn complete_already(len: u64) -> ApiError {
     );
     e.limit = Some(("Upload-Length", len));
     e
+}
+
+/// Makes the caller the upload's writer (its row's generation bumped, so
+/// any other writer's next save fails): the row and its state. Callers
+/// hold this node's writer slot for `id` first.
+async fn claim_row(state: &AppState, id: &str) -> Result<(UploadRow, UploadState), ApiError> {
+    let row = state.meta.upload_claim(id).await?;
+    let row = row.ok_or_else(|| not_found(id))?;
+    let st = UploadState::parse(id, &row.state)?;
+    Ok((row, st))
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -542,12 +547,7 @@ async fn declare_length(
         return Err(ApiError::limit("file_bytes", l.file_bytes));
     }
     let _guard = state.writers.take(id).await;
-    let mut row = state
-        .meta
-        .upload_claim(id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let mut st = UploadState::parse(id, &row.state)?;
+    let (mut row, mut st) = claim_row(state, id).await?;
     match st.length {
         Some(have) if have == len => return Ok(()),
         Some(have) => {
@@ -637,12 +637,7 @@ fn status_answer(proto: Proto, offset: u64, length: Option<u64>, complete: bool)
 /// failed) before it finished the blob: idempotent on the store's side.
 async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadState, ApiError> {
     let _guard = state.writers.take(id).await;
-    let row = state
-        .meta
-        .upload_claim(id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let st = UploadState::parse(id, &row.state)?;
+    let (row, mut st) = claim_row(state, id).await?;
     if st.complete || st.length != Some(st.offset()) {
         return Ok(st);
     }
@@ -652,13 +647,8 @@ async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadSta
         .await
         .map_err(storage_error)?;
     let sha = hex::encode(sha2::Digest::finalize(st.hasher()?));
-    complete_saved(state, row.clone(), st, sha).await?;
-    let row = state
-        .meta
-        .upload_get(id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    UploadState::parse(id, &row.state)
+    complete_saved(state, row, &mut st, sha).await?;
+    Ok(st)
 }
 
 /// `DELETE /v1/uploads/{id}` (tus termination, IETF cancellation): the
@@ -669,12 +659,7 @@ async fn terminate(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError
         return Err(not_found(id));
     }
     let _guard = state.writers.take(id).await;
-    let row = state
-        .meta
-        .upload_claim(id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let st = UploadState::parse(id, &row.state)?;
+    let (row, st) = claim_row(state, id).await?;
     if st.media {
         match super::media::delete(state, id).await {
             Ok(_) => {}
