@@ -15,8 +15,9 @@ fn bulkwire(args: &[&str]) -> Output {
 }
 
 fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bulkwire-bench-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
+    // The bench creates its output directory itself: hand it a path that does not exist yet.
+    let d = bulkwire_testenv::must(bulkwire_testenv::test_dir(name));
+    std::fs::remove_dir(&d).unwrap();
     d
 }
 

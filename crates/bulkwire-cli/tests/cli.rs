@@ -37,10 +37,7 @@ fn lines(out: &Output) -> Vec<Value> {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bulkwire-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    bulkwire_testenv::must(bulkwire_testenv::test_dir(name))
 }
 
 fn sha(data: &[u8]) -> String {

@@ -57,10 +57,7 @@ impl Setup {
     /// A fresh database `cluster_NAME` and bucket `cluster-NAME`; `limits`
     /// are extra `[limits]` lines. Parts are S3's minimum, 5 MiB.
     fn new(name: &str, pg: &Postgres, sw: &Seaweed, limits: &str) -> Setup {
-        let dir =
-            std::env::temp_dir().join(format!("bulkwire-cluster-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = must(bulkwire_testenv::test_dir(&format!("cluster-{name}")));
         let db = format!("cluster_{name}");
         let meta = must(pg.create_database(&db));
         let bucket = format!("cluster-{name}");
@@ -1560,9 +1557,7 @@ fn resumable_node_killed_mid_part_resumes_on_another() {
 
 #[test]
 fn resumable_restart_of_the_only_embedded_node_resumes() {
-    let dir = std::env::temp_dir().join(format!("bulkwire-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = must(bulkwire_testenv::test_dir("restart"));
     let config = dir.join("bulkwire.toml");
     std::fs::write(&config, format!("[limits]\n{RESUMABLE}")).unwrap();
     let mut a = Node::start_embedded(&dir, "node", &config);

@@ -73,9 +73,7 @@ fn bulkwire(args: &[&str]) -> Output {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bulkwire-cli-load-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    bulkwire_testenv::must(bulkwire_testenv::test_dir(name))
 }
 
 #[test]
@@ -175,7 +173,7 @@ fn bad_arguments_exit_1_with_a_message() {
     let out = bulkwire(&["load", "http://127.0.0.1:1/", "--scenario", "mtom"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("the mtom scenario takes one --file"));
-    let file = std::env::temp_dir().join(format!("bulkwire-cli-load-{}.bin", std::process::id()));
+    let file = tmp("args").join("f.bin");
     std::fs::write(&file, b"abc").unwrap();
     let f = file.to_str().unwrap();
     let out = bulkwire(&[

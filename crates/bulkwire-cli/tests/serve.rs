@@ -94,10 +94,7 @@ impl Drop for Serve {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bulkwire-serve-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    bulkwire_testenv::must(bulkwire_testenv::test_dir(name))
 }
 
 fn sha256(b: &[u8]) -> String {

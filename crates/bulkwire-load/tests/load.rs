@@ -252,8 +252,7 @@ fn with_enough_connections_both_views_see_the_pause() {
 #[test]
 fn json_and_html_reports_are_written() {
     let server = TestServer::start(Behavior::default());
-    let dir = std::env::temp_dir().join(format!("bulkwire-load-out-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = bulkwire_testenv::must(bulkwire_testenv::test_dir("reports"));
     let mut o = quiet(&server.url("/"), ScenarioKind::FormData);
     o.fields = vec!["a={seq}".into()];
     o.rate = Some(100.0);

@@ -27,6 +27,7 @@ mod seaweed;
 mod spawn;
 
 pub use postgres::{shared_postgres, Postgres};
+pub use scratch::test_dir;
 pub use seaweed::{default_cache, shared_seaweed, weed_binary, Seaweed};
 
 /// Unwraps a start result, panicking with its reason: a test needing a server that could not be

@@ -41,6 +41,20 @@ impl Scratch {
     }
 }
 
+/// A fresh, empty directory `name` for a test's own files (configs, payloads, a server's data
+/// directory), inside this process's scratch directory. Tests are not expected to remove it:
+/// the whole process directory goes when a later test process sweeps, once this one has ended
+/// (a test that panics midway would otherwise leak its files into the temp dir).
+pub fn test_dir(name: &str) -> Result<PathBuf, String> {
+    static PROCESS: std::sync::OnceLock<Result<Scratch, String>> = std::sync::OnceLock::new();
+    let own = PROCESS.get_or_init(|| Scratch::new("tests-"));
+    let own = own.as_ref().map_err(Clone::clone)?;
+    let dir = own.path().join(name);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
 /// The scratch root, one per user, traversable by others so a server run as `postgres` can
 /// reach its own directory inside.
 pub(crate) fn root() -> Result<PathBuf, String> {

@@ -327,8 +327,7 @@ impl PartsSeen {
 
 /// A file of `len` pseudo-random bytes in a fresh temp dir.
 pub fn payload_file(name: &str, len: usize) -> (std::path::PathBuf, Vec<u8>) {
-    let dir = std::env::temp_dir().join(format!("bulkwire-load-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = bulkwire_testenv::must(bulkwire_testenv::test_dir(name));
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let data: Vec<u8> = (0..len)
         .map(|_| {
