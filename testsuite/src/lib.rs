@@ -174,24 +174,18 @@ pub fn capture_names() -> Vec<String> {
 /// The Python of one venv shared by every client test of the workspace:
 /// `tmp/py-venv` (pass the test's `CARGO_TARGET_TMPDIR`) with the packages
 /// of `testsuite/py/requirements.txt`, made or completed on first use.
-/// `None` (the caller skips, with the reason printed) only when `python3`
-/// is missing or pip cannot install from PyPI; `imports` (e.g.
-/// `"requests, zeep"`) must import afterwards.
-pub fn python_venv(tmp: &Path, imports: &str) -> Option<PathBuf> {
-    let runs = |c: &mut Command| c.status().is_ok_and(|s| s.success());
-    if !runs(
-        Command::new("python3")
-            .arg("--version")
-            .stdout(Stdio::null()),
-    ) {
-        eprintln!("SKIP: python3 is not installed");
-        return None;
-    }
+/// Fails the calling test when `python3` (with venv) is missing or pip cannot
+/// install from PyPI: a test that returned early would count as passed.
+/// `imports` (e.g. `"requests, zeep"`) must import afterwards.
+pub fn python_venv(tmp: &Path, imports: &str) -> PathBuf {
+    use bulkwire_runtimes::{missing, need, Runtime};
+    let runs = |c: &mut Command| c.stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+    need(Runtime::Python);
     let venv = tmp.join("py-venv");
     let py = venv.join("bin/python");
     let has = |py: &Path| runs(Command::new(py).args(["-c", &format!("import {imports}")]));
     if py.exists() && has(&py) {
-        return Some(py);
+        return py;
     }
     if !py.exists() {
         let made = runs(Command::new("python3").args(["-m", "venv"]).arg(&venv));
@@ -204,10 +198,10 @@ pub fn python_venv(tmp: &Path, imports: &str) -> Option<PathBuf> {
             .arg(&req),
     );
     if !pip || !has(&py) {
-        eprintln!(
-            "SKIP: pip could not install {imports} from PyPI (testsuite/py/requirements.txt)"
+        missing(
+            &format!("{imports} from PyPI (testsuite/py/requirements.txt)"),
+            "a reachable PyPI",
         );
-        return None;
     }
-    Some(py)
+    py
 }

@@ -19,12 +19,13 @@
 mod common;
 mod soap_util;
 
+use bulkwire_runtimes::{missing, need, Runtime};
 use bulkwire_server::metrics::Outcome;
 use bulkwire_server::Limits;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::Ordering::Relaxed;
 
 const USER: &str = "alice";
@@ -36,16 +37,6 @@ fn tmp() -> &'static Path {
 
 fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
-}
-
-/// True when `cmd --version` runs.
-fn have(cmd: &str) -> bool {
-    Command::new(cmd)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Runs a client without blocking the server's runtime.
@@ -129,13 +120,17 @@ fn assert_mtom(sent: u64, len: usize) {
     );
 }
 
-fn python_with_zeep() -> Option<PathBuf> {
+fn python_with_zeep() -> PathBuf {
     bulkwire_testsuite::python_venv(tmp(), "requests, zeep")
 }
 
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zeep_inline_base64_soap11_and_soap12() {
-    let Some(py) = python_with_zeep() else { return };
+    let py = python_with_zeep();
     let (h, file, data, wsdl) = setup("zeep.bin", 1_500_007, 21).await;
     let zeep = |pass: &str, version: &str| {
         let mut c = Command::new(&py);
@@ -165,17 +160,14 @@ async fn zeep_inline_base64_soap11_and_soap12() {
     assert_eq!(h.list_all().await.len(), 2);
 }
 
-/// `soap` from npm under target/tmp/node; `None` when node or npm is
-/// missing or the registry unreachable.
-fn node_soap() -> Option<PathBuf> {
-    if !have("node") || !have("npm") {
-        eprintln!("SKIP: node or npm is not installed");
-        return None;
-    }
+/// `soap` from npm under target/tmp/node; fails the test when node or npm
+/// is missing or the registry unreachable.
+fn node_soap() -> PathBuf {
+    need(Runtime::Node);
     let prefix = tmp().join("node");
     let modules = prefix.join("node_modules");
     if modules.join("soap/package.json").exists() {
-        return Some(modules);
+        return modules;
     }
     let npm = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
@@ -183,15 +175,21 @@ fn node_soap() -> Option<PathBuf> {
         .arg("soap@1.13.0")
         .status();
     if !npm.is_ok_and(|s| s.success()) || !modules.join("soap/package.json").exists() {
-        eprintln!("SKIP: npm could not install soap from the npm registry");
-        return None;
+        missing(
+            "soap@1.13.0 from the npm registry",
+            "a reachable npm registry",
+        );
     }
-    Some(modules)
+    modules
 }
 
+#[cfg_attr(
+    missing_node,
+    ignore = "needs node and npm (missing when this test was built; with CI set it fails instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_soap_mtom_and_inline_base64() {
-    let Some(modules) = node_soap() else { return };
+    let modules = node_soap();
     let (h, file, data, wsdl) = setup("node.bin", 1_200_003, 22).await;
     for mode in ["mtom", "inline"] {
         let mut c = Command::new("node");
@@ -220,13 +218,10 @@ async fn node_soap_mtom_and_inline_base64() {
 }
 
 /// CXF's jars (Maven Central, via testsuite/java/cxf/pom.xml) and the
-/// compiled client under target/tmp/cxf, as a class path; `None` when
-/// Java or Maven is missing or Maven Central unreachable.
-fn cxf_classpath() -> Option<String> {
-    if !have("java") || !have("javac") || !have("mvn") {
-        eprintln!("SKIP: java, javac or mvn is not installed");
-        return None;
-    }
+/// compiled client under target/tmp/cxf, as a class path; fails the test
+/// when Java or Maven is missing or Maven Central unreachable.
+fn cxf_classpath() -> String {
+    need(Runtime::Java);
     let dir = tmp().join("cxf");
     let lib = dir.join("lib");
     if !lib.join("cxf-rt-frontend-jaxws-4.2.3.jar").exists() {
@@ -237,8 +232,7 @@ fn cxf_classpath() -> Option<String> {
             .arg(format!("-DoutputDirectory={}", lib.display()))
             .status();
         if !mvn.is_ok_and(|s| s.success()) {
-            eprintln!("SKIP: Maven could not fetch Apache CXF from Maven Central");
-            return None;
+            missing("Apache CXF from Maven Central", "a reachable Maven Central");
         }
     }
     let classes = dir.join("classes");
@@ -257,12 +251,16 @@ fn cxf_classpath() -> Option<String> {
         javac.is_ok_and(|s| s.success()),
         "javac failed on the CXF client"
     );
-    Some(format!("{}:{jars}", classes.display()))
+    format!("{}:{jars}", classes.display())
 }
 
+#[cfg_attr(
+    missing_java,
+    ignore = "needs java, javac and mvn (missing when this test was built; with CI set it fails instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cxf_jaxws_mtom_soap11_and_soap12() {
-    let Some(cp) = cxf_classpath() else { return };
+    let cp = cxf_classpath();
     let (h, file, data, wsdl) = setup("cxf.bin", 2_000_011, 23).await;
     for version in ["11", "12"] {
         let mut c = Command::new("java");

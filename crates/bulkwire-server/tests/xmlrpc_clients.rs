@@ -21,7 +21,7 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testsuite/py/xmlrpc_clients.py")
 }
 
-fn venv_python(module: &str) -> Option<PathBuf> {
+fn venv_python(module: &str) -> PathBuf {
     bulkwire_testsuite::python_venv(Path::new(env!("CARGO_TARGET_TMPDIR")), module)
 }
 
@@ -60,6 +60,10 @@ async fn fetch(h: &Harness, url: &str) -> Vec<u8> {
     r.bytes().await.unwrap().to_vec()
 }
 
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_stdlib_xmlrpc_client() {
     let data = payload(3 * 1024 * 1024 + 7, 21);
@@ -96,11 +100,13 @@ async fn python_stdlib_xmlrpc_client() {
     assert_eq!(h.list_all().await.len(), 2);
 }
 
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_wordpress_xmlrpc_client() {
-    let Some(py) = venv_python("wordpress_xmlrpc") else {
-        return;
-    };
+    let py = venv_python("wordpress_xmlrpc");
     let data = payload(2 * 1024 * 1024 + 1, 22);
     let want = sha256(&data);
     let (h, j) = run(&py, "wordpress", &data).await;

@@ -5,6 +5,9 @@
 //!
 //! A missing runtime FAILS the test that needs it: Cargo has no "ignored
 //! at run time", and a test that returns early would be counted as passed.
+//! Such tests also carry `#[cfg_attr(missing_node, ignore = …)]`: when the
+//! runtime was missing at build time (and `CI` unset) they show as ignored
+//! instead (build.rs, crate bulkwire-runtimes).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -19,14 +22,9 @@ pub fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
 }
 
-/// Fails the test for a missing runtime, saying how to get it (and, with
-/// `CI` set, that the CI machine must provide it).
-pub fn missing(what: &str, install: &str) -> ! {
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set and {what} is missing: the CI machine must provide it ({install})");
-    }
-    panic!("{what} is missing; install it to run this test: {install}");
-}
+// Not every test binary that includes this module calls it.
+#[allow(unused_imports)]
+pub use bulkwire_runtimes::missing;
 
 /// True when `cmd args…` runs and succeeds.
 pub fn runs(cmd: &mut Command) -> bool {
