@@ -110,6 +110,7 @@ pub struct LatencyArgs {
     /// Arrival rate (`40/s`, `40`).
     #[arg(long, default_value = "40")]
     rate: String,
+    /// How long to send (`30s`, `2m`).
     #[arg(long, short = 'd', default_value = "30s")]
     duration: String,
     /// xmlrpc, formdata or mtom.
@@ -132,6 +133,7 @@ pub struct LatencyArgs {
     /// Client runtime threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// No progress lines, no table.
     #[arg(long, short = 'q')]
     quiet: bool,
 }

@@ -34,6 +34,11 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// `e`, with what it happened to.
+fn named(what: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -81,14 +86,19 @@ fn build(args: &Args) -> io::Result<()> {
     }
     for spec in &args.files {
         let f = file_arg(spec)?;
-        b.file(f.name, f.path, f.filename, f.content_type)?;
+        // The builder opens files lazily, while streaming: check now, so the
+        // error names the file before any output is written.
+        std::fs::metadata(f.path).map_err(|e| named(&format!("--file {spec}: {}", f.path), e))?;
+        b.file(f.name, f.path, f.filename, f.content_type)
+            .map_err(|e| named(&format!("--file {spec}"), e))?;
     }
     let body = b.finish()?;
     let header = format!("Content-Type: {}", body.content_type());
     let mut reader = body.into_reader();
     match &args.output {
         Some(path) => {
-            let mut out = BufWriter::new(File::create(path)?);
+            let file = File::create(path).map_err(|e| named(&path.display().to_string(), e))?;
+            let mut out = BufWriter::new(file);
             io::copy(&mut reader, &mut out)?;
             out.flush()?;
             println!("{header}");

@@ -52,6 +52,7 @@ pub enum TokenCmd {
     /// Revoke a token, named by its id (from `list`) or by the token
     /// itself; nodes stop accepting it within `auth_cache_ms`.
     Revoke {
+        /// The token's id (from `bulkwire token list`) or the token itself.
         id: String,
         #[command(flatten)]
         at: Where,
@@ -63,18 +64,21 @@ pub enum UserCmd {
     /// Add a user (HTTP Basic, XML-RPC and SOAP logins); the password is
     /// read from a prompt or stdin.
     Add {
+        /// The login name (no `:`).
         name: String,
         #[command(flatten)]
         at: Where,
     },
     /// Change a user's password (read from a prompt or stdin).
     Passwd {
+        /// The user's login name.
         name: String,
         #[command(flatten)]
         at: Where,
     },
     /// Remove a user.
     Remove {
+        /// The user's login name.
         name: String,
         #[command(flatten)]
         at: Where,

@@ -3,6 +3,10 @@
 //! Exit codes: 0 all thresholds passed, 99 a threshold failed (as k6),
 //! 1 the run could not be made (bad option, unreadable file, …).
 //!
+//! An error is a non-2xx answer, an XML-RPC or SOAP fault whatever its
+//! status, or a request without an answer; the summary breaks every answer
+//! down by status and every fault by code.
+//!
 //! `--target` adds nodes of the same service beside the positional URL;
 //! connections are dealt out over them round-robin, per connection as an
 //! L4 balancer (`bulkwire_load::runner`).
@@ -18,7 +22,8 @@ use std::time::Duration;
 enum Scenario {
     /// multipart/form-data (RFC 7578) from --field and --file.
     Formdata,
-    /// The --file bytes as the body, sent as --content-type.
+    /// The --file bytes as the body, sent as --content-type (with --method
+    /// PUT for `PUT /v1/media/{name}`).
     Raw,
     /// XML-RPC `wp.uploadFile` of --file named --filename; --user goes in
     /// the call.
@@ -29,8 +34,14 @@ enum Scenario {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where to POST, `http://host:port/path` (the first target).
+    /// Where to send, `http://host:port/path` (the first target). The path
+    /// and query may use {seq} and {uuid}, rendered per request:
+    /// `http://127.0.0.1:8080/v1/media/img-{seq}.jpg` with `--method PUT`.
     url: String,
+    /// The request method: POST (default), or PUT for raw uploads to
+    /// `PUT /v1/media/{name}`, or any other but HEAD and CONNECT.
+    #[arg(long, short = 'X', default_value = "POST")]
+    method: String,
     /// Another node of the same service (repeatable), with the same path
     /// and query as URL. Balanced per connection, round-robin, as an L4
     /// balancer: connection i goes to target i mod n (URL first) for the
@@ -39,6 +50,7 @@ pub struct Args {
     /// requests, errors and req/s.
     #[arg(long = "target", value_name = "URL")]
     targets: Vec<String>,
+    /// What each request's body is.
     #[arg(long, value_enum, default_value = "formdata")]
     scenario: Scenario,
     /// Payload file, read once and shared by every request (repeatable for
@@ -80,7 +92,8 @@ pub struct Args {
     /// Stop issuing after this many requests.
     #[arg(long, short = 'n')]
     requests: Option<u64>,
-    /// Per-request timeout.
+    /// Per-request timeout: connecting, sending and the whole answer; a
+    /// request past it counts as an error (`timeout`).
     #[arg(long, default_value = "30s")]
     timeout: String,
     /// Open loop: count a request as late when sent more than this after its
@@ -98,14 +111,19 @@ pub struct Args {
     #[arg(long)]
     report: Option<PathBuf>,
     /// Pass/fail criterion, e.g. `p95<50ms`, `errors<0.1%` (repeatable);
-    /// exit code 99 when any fails.
+    /// exit code 99 when any fails. Errors are non-2xx answers, XML-RPC and
+    /// SOAP faults (also over 200) and requests without an answer.
     #[arg(long = "threshold")]
     thresholds: Vec<String>,
-    /// Sample this process's RSS during the run.
+    /// Sample this process's resident memory (/proc/PID/status) during the
+    /// run.
     #[arg(long, conflicts_with = "watch_metrics")]
     watch_pid: Option<u32>,
-    /// Sample `process_resident_memory_bytes` from this metrics URL (one
-    /// URL, also with --target).
+    /// Sample the server's resident memory from this Prometheus metrics URL
+    /// (`bulkwire_process_resident_memory_bytes`, as `bulkwire serve`
+    /// exports it, or `process_resident_memory_bytes`); one URL, also with
+    /// --target. Without either gauge the run goes on, with a warning and
+    /// no memory figures.
     #[arg(long)]
     watch_metrics: Option<String>,
     /// Memory sampling interval.
@@ -129,8 +147,8 @@ pub fn run(a: Args) -> ExitCode {
         Ok(out) => {
             for t in &out.failed {
                 eprintln!(
-                    "bulkwire load: threshold {} failed (actual {:.3})",
-                    t.threshold, t.actual
+                    "bulkwire load: threshold {} failed (actual {:.3} {})",
+                    t.threshold, t.actual, t.unit
                 );
             }
             ExitCode::from(99)
@@ -152,6 +170,7 @@ fn options(a: Args) -> Result<Options, String> {
     let dur = |s: &str| parse_duration(s).map_err(|e| e.to_string());
     let mut o = Options::new(&a.url, kind);
     o.extra_targets = a.targets;
+    o.method = a.method;
     o.files = a.file;
     o.file_field = a.file_field;
     o.filename = a.filename;

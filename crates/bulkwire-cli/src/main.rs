@@ -22,9 +22,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Parse a multipart body; one JSON object per part on stdout.
+    /// Parse a body (multipart/form-data, MTOM/XOP, XML-RPC); one JSON
+    /// object per part or value on stdout.
     Parse(parse::Args),
-    /// Build a multipart/form-data body; prints its Content-Type line.
+    /// Build a multipart/form-data body from fields and files; prints its
+    /// Content-Type line.
     Build(build::Args),
     /// Run the upload/media server (see the README's "Server" section).
     Serve(serve::Args),
@@ -53,5 +55,35 @@ fn main() -> ExitCode {
         Command::User(c) => creds::user(c),
         Command::Load(a) => load::run(*a),
         Command::Bench(c) => bench::run(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// `--help` describes every command and every option (clap's own
+    /// `--help`/`--version` aside).
+    #[test]
+    fn every_command_and_option_has_a_description() {
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "bulkwire", &mut missing);
+        assert!(missing.is_empty(), "undescribed: {missing:#?}");
+    }
+
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        if cmd.get_about().is_none() {
+            missing.push(path.to_string());
+        }
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id != "help" && id != "version" && arg.get_help().is_none() {
+                missing.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
     }
 }

@@ -12,7 +12,9 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The body's Content-Type header value (with its boundary).
+    /// The body's Content-Type header value (with its boundary):
+    /// `multipart/form-data`, `multipart/related` (MTOM/XOP), or `text/xml`
+    /// for an XML-RPC call.
     #[arg(long = "content-type", short = 'c')]
     content_type: String,
     /// Body file, or `-` for standard input.
@@ -28,21 +30,34 @@ pub struct Args {
     limits: LimitArgs,
 }
 
-/// Overrides of [`Limits`]; the defaults are the library's.
+/// Overrides of [`Limits`]; the defaults are the library's. Sizes take a
+/// unit (`64KiB`, `1 GiB`, `10MB`) or plain bytes.
 #[derive(clap::Args)]
 pub struct LimitArgs {
-    #[arg(long)]
+    /// Most parts in one body (multipart).
+    #[arg(long, value_name = "N")]
     max_parts: Option<usize>,
-    #[arg(long)]
+    /// Largest header block of one part (multipart).
+    #[arg(long, value_name = "SIZE", value_parser = size::<usize>)]
     max_header_bytes: Option<usize>,
-    #[arg(long)]
+    /// Most header fields in one part (multipart).
+    #[arg(long, value_name = "N")]
     max_headers: Option<usize>,
-    #[arg(long)]
+    /// Largest text field (a part without a filename; an XML-RPC string).
+    #[arg(long, value_name = "SIZE", value_parser = size::<u64>)]
     max_field_bytes: Option<u64>,
-    #[arg(long)]
+    /// Most bytes before the first boundary (multipart).
+    #[arg(long, value_name = "SIZE", value_parser = size::<usize>)]
     max_preamble: Option<usize>,
-    #[arg(long)]
+    /// Largest whole body.
+    #[arg(long, value_name = "SIZE", value_parser = size::<u64>)]
     max_body_bytes: Option<u64>,
+}
+
+/// A `--max-*` size: `64KiB`, `1 GiB`, or plain bytes.
+fn size<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    let n = bulkwire_units::parse_size(s)?;
+    T::try_from(n).map_err(|_| format!("{s}: too large"))
 }
 
 impl LimitArgs {

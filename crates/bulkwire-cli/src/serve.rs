@@ -91,16 +91,30 @@ fn config(a: Args) -> Result<Config, String> {
     Ok(c)
 }
 
-pub fn run(a: Args) -> ExitCode {
+/// The log on stderr: `BULKWIRE_LOG` (`error`, `warn`, `info` (default, with
+/// one access line per request), `debug`, `trace`), `BULKWIRE_LOG_FORMAT=json`
+/// for one JSON object per line; colours only when stderr is a terminal.
+fn init_log() {
+    use std::io::IsTerminal;
     let level = match std::env::var("BULKWIRE_LOG").as_deref() {
+        Ok("trace") => tracing::Level::TRACE,
         Ok("debug") => tracing::Level::DEBUG,
         Ok("warn") => tracing::Level::WARN,
+        Ok("error") => tracing::Level::ERROR,
         _ => tracing::Level::INFO,
     };
-    tracing_subscriber::fmt()
+    let b = tracing_subscriber::fmt()
         .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if std::env::var("BULKWIRE_LOG_FORMAT").as_deref() == Ok("json") {
+        b.json().flatten_event(true).init();
+    } else {
+        b.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+}
+
+pub fn run(a: Args) -> ExitCode {
+    init_log();
     let check = a.check;
     let c = match config(a) {
         Ok(c) => c,

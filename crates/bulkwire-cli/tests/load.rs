@@ -1,7 +1,9 @@
 //! Runs the real `bulkwire load` binary against a small keep-alive HTTP/1.1
-//! server (std only, 127.0.0.1) that answers every 4th request with 503:
-//! thresholds set the exit code and say which failed; JSON and HTML reports
-//! are written; two such servers stand for two nodes with `--target`.
+//! server (std only, 127.0.0.1) that answers every 4th request with 503, or
+//! every request with an XML-RPC fault over 200: thresholds set the exit
+//! code and say which failed; JSON and HTML reports are written; two such
+//! servers stand for two nodes with `--target`. One test loads the real
+//! `bulkwire serve` with a wrong password and watches its `/metrics`.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,6 +20,35 @@ fn server() -> String {
 
 /// [`server`], and the count of requests it answered.
 fn server_counting() -> (String, Arc<AtomicU64>) {
+    server_answering(every_4th_503)
+}
+
+/// The answer to request `n` (by arrival).
+type Answer = fn(u64) -> String;
+
+fn every_4th_503(n: u64) -> String {
+    let status = if n % 4 == 3 {
+        "503 Service Unavailable"
+    } else {
+        "200 OK"
+    };
+    format!("HTTP/1.1 {status}\r\ncontent-length: 2\r\n\r\nok")
+}
+
+/// What bulkwire's `/xmlrpc` answers a wrong password: a fault over 200.
+fn xmlrpc_fault(_: u64) -> String {
+    let body = "<?xml version=\"1.0\"?>\n<methodResponse><fault><value><struct>\
+                <member><name>faultCode</name><value><int>403</int></value></member>\
+                <member><name>faultString</name><value><string>Incorrect username or \
+                password.</string></value></member></struct></value></fault></methodResponse>\n";
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/xml; charset=UTF-8\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// A server giving `answer`'s answers; its URL and answer count.
+fn server_answering(answer: Answer) -> (String, Arc<AtomicU64>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/up", listener.local_addr().unwrap());
     let count = Arc::new(AtomicU64::new(0));
@@ -25,14 +56,14 @@ fn server_counting() -> (String, Arc<AtomicU64>) {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let count = count.clone();
-            std::thread::spawn(move || serve(conn.unwrap(), &count));
+            std::thread::spawn(move || serve(conn.unwrap(), &count, answer));
         }
     });
     (url, answered)
 }
 
 /// One connection: read a head, skip Content-Length bytes, answer; repeat.
-fn serve(tcp: TcpStream, count: &AtomicU64) {
+fn serve(tcp: TcpStream, count: &AtomicU64, answer: Answer) {
     let mut w = tcp.try_clone().unwrap();
     let mut r = BufReader::new(tcp);
     loop {
@@ -53,13 +84,7 @@ fn serve(tcp: TcpStream, count: &AtomicU64) {
         }
         std::io::copy(&mut (&mut r).take(len), &mut std::io::sink()).unwrap();
         let n = count.fetch_add(1, Ordering::Relaxed);
-        let status = if n % 4 == 3 {
-            "503 Service Unavailable"
-        } else {
-            "200 OK"
-        };
-        let resp = format!("HTTP/1.1 {status}\r\ncontent-length: 2\r\n\r\nok");
-        if w.write_all(resp.as_bytes()).is_err() {
+        if w.write_all(answer(n).as_bytes()).is_err() {
             return;
         }
     }
@@ -104,13 +129,193 @@ fn failed_threshold_sets_exit_code_99_and_names_it() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("threshold errors<1% failed (actual 25.000)"),
+        err.contains("threshold errors<1% failed (actual 25.000 %)"),
         "{err}"
     );
     assert!(!err.contains("p99<10s"), "{err}");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("FAIL      errors<1%"), "{table}");
-    assert!(table.contains("503: 10"), "{table}");
+    assert!(table.contains("503: 10 requests (25.0 %)"), "{table}");
+}
+
+/// The issue's case through the binary: every XML-RPC call faults over
+/// HTTP 200. The summary says 100 % errors with the fault code, and an
+/// error threshold fails with exit code 99.
+#[test]
+fn xmlrpc_faults_are_errors_and_fail_the_threshold() {
+    let (url, count) = server_answering(xmlrpc_fault);
+    let dir = tmp("xmlrpc-fault");
+    let file = dir.join("photo.jpg");
+    std::fs::write(&file, vec![1u8; 5_000]).unwrap();
+    let json = dir.join("r.json");
+    let out = bulkwire(&[
+        "load",
+        &url,
+        "--scenario",
+        "xmlrpc",
+        "--file",
+        file.to_str().unwrap(),
+        "--user",
+        "admin:wrong",
+        "--requests",
+        "25",
+        "--connections",
+        "2",
+        "--threshold",
+        "errors<1%",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(99), "{err}");
+    assert!(
+        err.contains("threshold errors<1% failed (actual 100.000 %)"),
+        "{err}"
+    );
+    assert_eq!(count.load(Ordering::Relaxed), 25);
+    let table = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "  status    200: 25 requests (100.0 %)\n",
+        "  faults    xmlrpc:403: 25 requests (100.0 %)\n",
+        "  errors    25 requests (100.000 %): 25 faults, 0 other non-2xx, 0 without an answer\n",
+        "  FAIL      errors<1% (actual 100.000 %)\n",
+    ] {
+        assert!(table.contains(line), "{line}in\n{table}");
+    }
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (j["ok"].as_u64(), j["errors"].as_u64()),
+        (Some(0), Some(25))
+    );
+    assert_eq!(j["by_fault"]["xmlrpc:403"], 25);
+}
+
+/// The table gives every number its unit.
+#[test]
+fn the_table_has_units_and_bytes_both_ways() {
+    let url = server();
+    let out = bulkwire(&[
+        "load",
+        &url,
+        "--scenario",
+        "raw",
+        "--rate",
+        "200/s",
+        "-n",
+        "20",
+        "-c",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let line = |start: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("{start} in\n{table}"))
+            .to_owned()
+    };
+    assert!(line("raw POST http://").ends_with("open loop at 200.0 req/s, 2 connections"));
+    assert!(line("  requests  20 sent, 20 completed in ").ends_with(" req/s"));
+    // 20 answers of 2 bytes; the bodies sent were empty.
+    assert!(line("  bytes     sent 0.0 B (0.0 B/s), received 40.0 B (").contains(" B/s)"));
+    for row in ["  corrected", "  uncorrected"] {
+        assert_eq!(line(row).matches(" ms").count(), 6, "{table}");
+    }
+    assert!(line("  late      ").contains(" requests sent more than 10 ms"));
+}
+
+/// A metrics page without a memory gauge does not stop the run: one
+/// warning, no memory line.
+#[test]
+fn watch_metrics_without_a_gauge_warns_once_and_runs() {
+    let (url, count) = server_counting();
+    let out = bulkwire(&[
+        "load",
+        &url,
+        "--scenario",
+        "raw",
+        "-n",
+        "8",
+        "-c",
+        "1",
+        "--watch-metrics",
+        &url.replace("/up", "/metrics"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches("warning").count(), 1, "{err}");
+    assert!(
+        err.contains("bulkwire_process_resident_memory_bytes"),
+        "{err}"
+    );
+    // The metrics page was read once, then 8 requests.
+    assert_eq!(count.load(Ordering::Relaxed), 9);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("  requests  8 sent, 8 completed"), "{table}");
+    assert!(!table.contains("  server  "), "{table}");
+}
+
+/// The real server, as the issue found it: `--scenario xmlrpc` with a wrong
+/// password gets a fault on every call; `--watch-metrics` reads the
+/// server's own gauge instead of aborting.
+#[test]
+fn against_bulkwire_serve_a_wrong_password_is_all_errors() {
+    let data = tmp("serve-data");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_bulkwire"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .env_remove("BULKWIRE_TOKEN")
+        .env_remove("BULKWIRE_USER")
+        .env_remove("BULKWIRE_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = listening_on(serve.stdout.take().unwrap());
+    let file = data.join("photo.jpg");
+    std::fs::write(&file, vec![3u8; 4_000]).unwrap();
+    let json = data.join("r.json");
+    let out = bulkwire(&[
+        "load",
+        &format!("http://{addr}/xmlrpc"),
+        "--scenario",
+        "xmlrpc",
+        "--file",
+        file.to_str().unwrap(),
+        "--user",
+        "nobody:wrong",
+        "-n",
+        "10",
+        "-c",
+        "1",
+        "--watch-metrics",
+        &format!("http://{addr}/metrics"),
+        "--threshold",
+        "errors<1%",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(99), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["errors"], 10, "{j}");
+    assert_eq!(j["by_fault"]["xmlrpc:403"], 10, "{j}");
+    assert!(j["memory"]["peak_bytes"].as_u64().unwrap() > 0, "{j}");
+}
+
+/// The address from `bulkwire serve`'s "listening on" line.
+fn listening_on(stdout: std::process::ChildStdout) -> String {
+    let mut lines = BufReader::new(stdout).lines();
+    loop {
+        let line = lines.next().expect("serve exited early").unwrap();
+        if let Some(rest) = line.strip_prefix("bulkwire: listening on http://") {
+            return rest.split(' ').next().unwrap().to_owned();
+        }
+    }
 }
 
 #[test]
@@ -267,4 +472,32 @@ fn help_explains_per_connection_round_robin() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--target <URL>"), "{help}");
     assert!(help.contains("round-robin"), "{help}");
+    assert!(help.contains("-X, --method <METHOD>"), "{help}");
+    assert!(
+        help.contains("Errors are non-2xx answers, XML-RPC and SOAP faults"),
+        "{help}"
+    );
+}
+
+/// In the short help each option's line carries its description: an
+/// option without one would show only its defaults or nothing after it.
+#[test]
+fn every_load_option_has_a_description() {
+    let out = bulkwire(&["load", "-h"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    let options: Vec<&str> = help
+        .lines()
+        .filter(|l| l.trim_start().starts_with('-'))
+        .collect();
+    assert!(options.len() >= 26, "{help}");
+    for line in options {
+        let t = line.trim_start();
+        // `-c, --connections <CONNECTIONS>  Connections …`: the text after
+        // the flags and their value names.
+        let desc = t.split_once("  ").map_or("", |(_, d)| d.trim());
+        assert!(
+            !desc.is_empty() && !desc.starts_with('['),
+            "no description: {line:?}"
+        );
+    }
 }

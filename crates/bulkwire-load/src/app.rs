@@ -9,7 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::limits::{LimitKind, Limits};
-use crate::memory::{Source, Watcher};
+use crate::memory::{Source, Start, Watcher};
 use crate::output::{progress_line, table};
 use crate::pattern::Pattern;
 use crate::runner::{self, Mode, Plan, Report};
@@ -44,6 +44,9 @@ pub struct Options {
     /// More nodes of the same service (same path and query as `url`), each
     /// getting every n-th connection; headers and auth go to all of them.
     pub extra_targets: Vec<String>,
+    /// The request method (default `POST`; `PUT` for raw uploads to
+    /// `/v1/media/{name}`). The URL's path may hold `{seq}`/`{uuid}`.
+    pub method: String,
     pub scenario: ScenarioKind,
     /// Payload files: form-data file parts, or the raw body (one file).
     pub files: Vec<PathBuf>,
@@ -89,6 +92,7 @@ impl Options {
         Options {
             url: url.into(),
             extra_targets: Vec::new(),
+            method: "POST".into(),
             scenario,
             files: Vec::new(),
             file_field: "file".into(),
@@ -161,6 +165,7 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
         plan.threads = n;
     }
     plan.late_after = opts.late_after;
+    plan.method = method(&opts.method)?;
     plan.limits = opts.limits.clone();
     let thresholds = opts
         .thresholds
@@ -184,6 +189,13 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
         thresholds,
         memory,
     })
+}
+
+/// An HTTP method token (RFC 9110 §9.1), upper-cased as methods are by
+/// convention (the token itself is case-sensitive; `put` is not `PUT`).
+fn method(text: &str) -> Result<http::Method> {
+    http::Method::from_bytes(text.trim().to_ascii_uppercase().as_bytes())
+        .map_err(|_| Error::config(format!("method {text:?} is not an HTTP method token")))
 }
 
 /// `url` then `extra_targets`, resolved, each with the headers and auth.
@@ -320,8 +332,18 @@ fn form(opts: &Options) -> Result<FormData> {
 /// Runs a prepared load on the current runtime, with memory sampling and
 /// the progress line; thresholds are checked in [`finish`].
 pub async fn run_prepared(opts: &Options, p: Prepared) -> Result<Report> {
+    let mut warnings = Vec::new();
     let watcher = match p.memory {
-        Some(src) => Some(Watcher::start(src, opts.sample_every, &opts.limits).await?),
+        Some(src) => match Watcher::start_or_skip(src, opts.sample_every, &opts.limits).await? {
+            Start::Watching(w) => Some(w),
+            Start::NoGauge(why) => {
+                // Said once, now, rather than in the table at the end: the
+                // run goes on, without the memory figures.
+                eprintln!("bulkwire load: warning: {why}");
+                warnings.push(why);
+                None
+            }
+        },
         None => None,
     };
     let live = Arc::new(Live::default());
@@ -333,6 +355,7 @@ pub async fn run_prepared(opts: &Options, p: Prepared) -> Result<Report> {
         eprint!("\r{:70}\r", "");
     }
     let mut report = result?;
+    report.warnings = warnings;
     if let Some(w) = watcher {
         report.memory = Some(w.stop().await?);
     }

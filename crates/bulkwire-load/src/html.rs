@@ -1,6 +1,10 @@
 //! The `--report FILE.html` page: self-contained (inline SVG and CSS, no
-//! scripts), with latency over time, a percentile plot, box plots of both
-//! latency views and, when sampled, server memory over time.
+//! scripts, nothing fetched), with requests per second over time, every
+//! answer by status and fault, latency over time, a percentile plot, box
+//! plots of both latency views and, when sampled, server memory over time.
+//!
+//! Axes are labelled at round values ([`ticks`]: steps of 1, 2 or 5 times a
+//! power of ten), and each axis is stretched to a tick at both ends.
 
 use crate::output::table;
 use crate::runner::Report;
@@ -21,6 +25,10 @@ pub fn page(r: &Report) -> String {
     );
     let _ = writeln!(o, "<h1>bulkwire load: {}</h1>", esc(&r.url));
     let _ = writeln!(o, "<pre>{}</pre>", esc(&table(r)));
+    o.push_str("<h2>Requests per second (by completion second)</h2>\n");
+    o.push_str(&rps(r));
+    o.push_str("<h2>Answers by status and fault</h2>\n");
+    o.push_str(&statuses(r));
     o.push_str("<h2>Latency over time (corrected, by completion second)</h2>\n");
     o.push_str(&timeline(r));
     o.push_str("<h2>Latency by percentile</h2>\n");
@@ -48,6 +56,100 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// Completed requests and errors per second of the run.
+fn rps(r: &Report) -> String {
+    let per_s = |f: fn(&crate::stats::Bucket) -> u64| -> Vec<(f64, f64)> {
+        r.timeline
+            .iter()
+            .map(|b| (b.t as f64, f(b) as f64))
+            .collect()
+    };
+    let done = per_s(|b| b.count);
+    let errors = per_s(|b| b.errors);
+    lines(
+        "seconds",
+        "requests/s",
+        &[("completed", "#27c", &done), ("errors", "#c22", &errors)],
+        true,
+    )
+}
+
+/// One bar per status, per fault code and per reason a request got no
+/// answer. A fault is also counted under its status: XML-RPC faults come
+/// with 200.
+fn statuses(r: &Report) -> String {
+    let mut bars = Vec::new();
+    for (k, &n) in &r.by_status {
+        let color = if k.starts_with('2') { "#2a7" } else { "#c72" };
+        bars.push((format!("status {k}"), n, color));
+    }
+    for (k, &n) in &r.by_fault {
+        bars.push((format!("fault {k}"), n, "#c22"));
+    }
+    for (k, &n) in &r.by_error {
+        bars.push((format!("no answer: {k}"), n, "#888"));
+    }
+    bar_chart(&bars, "requests")
+}
+
+/// Horizontal bars `(label, count, colour)` on a count axis from 0, as a
+/// standalone `<svg>` (or a `<p>` when there is nothing to show).
+pub fn bar_chart(bars: &[(String, u64, &str)], xlabel: &str) -> String {
+    let Some(max) = bars.iter().map(|b| b.1).max() else {
+        return "<p>no data</p>\n".into();
+    };
+    let xt = ticks(0.0, max as f64, MAX_TICK_STEPS);
+    let top_tick = xt[xt.len() - 1];
+    // The labels take the left; the bars and the axis the rest.
+    let left = BAR_LABEL_W;
+    let x = |v: f64| left + v / top_tick * (W - left - M.1);
+    let row_h = 22.0;
+    let height = M.2 + M.3 + row_h * bars.len() as f64;
+    let mut o =
+        format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{height}\">");
+    for (i, (label, n, color)) in bars.iter().enumerate() {
+        let top = M.2 + row_h * i as f64;
+        let _ = write!(
+            o,
+            "<rect x=\"{left}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{color}\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{n}</text>",
+            top + 3.0,
+            (x(*n as f64) - left).max(1.0),
+            row_h - 6.0,
+            left - 6.0,
+            top + row_h / 2.0 + 4.0,
+            esc(label),
+            x(*n as f64) + 4.0,
+            top + row_h / 2.0 + 4.0,
+        );
+    }
+    let bottom = height - M.3;
+    let _ = write!(
+        o,
+        "<line x1=\"{left}\" y1=\"{bottom}\" x2=\"{}\" y2=\"{bottom}\" stroke=\"#000\"/>",
+        W - M.1
+    );
+    let step = xt.get(1).map_or(1.0, |t| t - xt[0]);
+    for &v in &xt {
+        let _ = write!(
+            o,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            x(v),
+            bottom + 14.0,
+            label(v, step)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text></svg>",
+        (W + left) / 2.0,
+        height - 8.0,
+        esc(xlabel)
+    );
+    o
 }
 
 fn timeline(r: &Report) -> String {
@@ -92,9 +194,54 @@ fn percentiles(r: &Report) -> String {
     )
 }
 
+/// Room for the bar labels of [`bar_chart`].
+const BAR_LABEL_W: f64 = 180.0;
+
+/// Most intervals between ticks on an axis.
+const MAX_TICK_STEPS: usize = 6;
+
+/// Round tick values covering `lo..=hi`: a step of 1, 2 or 5 times a power
+/// of ten, the smallest that spans the range in at most `max_steps` steps
+/// (but at least one); the first tick is at or below `lo`, the last at or
+/// above `hi`. An empty or reversed range gets one step above `lo`.
+pub fn ticks(lo: f64, hi: f64, max_steps: usize) -> Vec<f64> {
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+    let hi = if hi.is_finite() && hi > lo {
+        hi
+    } else {
+        lo + 1.0
+    };
+    let raw = (hi - lo) / max_steps.max(1) as f64;
+    let power = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * power)
+        .find(|s| *s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * power);
+    let first = (lo / step + 1e-9).floor() as i64;
+    let last = (hi / step - 1e-9).ceil() as i64;
+    // Multiples of the step, computed each from its index, rounded to the
+    // step's decimals so that 3 * 0.1 prints as 0.3.
+    let scale = 10f64.powi(decimals(step) as i32);
+    (first..=last.max(first + 1))
+        .map(|k| (k as f64 * step * scale).round() / scale)
+        .collect()
+}
+
+/// Decimals needed to print multiples of `step` exactly (0 for steps ≥ 1).
+fn decimals(step: f64) -> usize {
+    (-(step.log10().floor())).max(0.0) as usize
+}
+
+/// A tick's text, with as many decimals as its axis's step needs.
+fn label(v: f64, step: f64) -> String {
+    format!("{v:.*}", decimals(step))
+}
+
 struct Scale {
     x0: f64,
     x1: f64,
+    y0: f64,
     y1: f64,
 }
 
@@ -105,11 +252,12 @@ impl Scale {
     }
 
     fn y(&self, v: f64) -> f64 {
-        H - M.3 - v / self.y1.max(1e-9) * (H - M.2 - M.3)
+        let span = (self.y1 - self.y0).max(1e-9);
+        H - M.3 - (v - self.y0) / span * (H - M.2 - M.3)
     }
 }
 
-fn axes(o: &mut String, s: &Scale, xlabel: &str, ylabel: &str) {
+fn axes(o: &mut String, s: &Scale, xt: &[f64], yt: &[f64], xlabel: &str, ylabel: &str) {
     let _ = write!(
         o,
         "<line x1=\"{l}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#000\"/>\
@@ -126,31 +274,25 @@ fn axes(o: &mut String, s: &Scale, xlabel: &str, ylabel: &str) {
         xl = esc(xlabel),
         yl = esc(ylabel),
     );
-    for i in 0..=4 {
-        let v = s.y1 * f64::from(i) / 4.0;
+    let step = |t: &[f64]| t.get(1).map_or(1.0, |b| b - t[0]);
+    let (ys, xs) = (step(yt), step(xt));
+    for &v in yt {
         let _ = write!(
             o,
             "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
             M.0 - 4.0,
             s.y(v) + 4.0,
-            tick(v)
+            label(v, ys)
         );
-        let xv = s.x0 + (s.x1 - s.x0) * f64::from(i) / 4.0;
+    }
+    for &v in xt {
         let _ = write!(
             o,
             "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            s.x(xv),
+            s.x(v),
             H - M.3 + 14.0,
-            tick(xv)
+            label(v, xs)
         );
-    }
-}
-
-fn tick(v: f64) -> String {
-    if v >= 100.0 || v == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
     }
 }
 
@@ -171,15 +313,18 @@ pub fn lines(xlabel: &str, ylabel: &str, series: &[Series<'_>], from_zero: bool)
         return "<p>no data</p>\n".into();
     }
     if from_zero {
-        x0 = 0.0;
+        x0 = x0.min(0.0);
     }
+    let xt = ticks(x0, x1, MAX_TICK_STEPS);
+    let yt = ticks(0.0, y1, MAX_TICK_STEPS);
     let s = Scale {
-        x0,
-        x1,
-        y1: y1 * 1.05,
+        x0: xt[0],
+        x1: xt[xt.len() - 1],
+        y0: yt[0],
+        y1: yt[yt.len() - 1],
     };
     let mut o = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\">");
-    axes(&mut o, &s, xlabel, ylabel);
+    axes(&mut o, &s, &xt, &yt, xlabel, ylabel);
     for (i, (name, color, pts)) in series.iter().enumerate() {
         let path: Vec<String> = pts
             .iter()
@@ -202,16 +347,17 @@ pub fn lines(xlabel: &str, ylabel: &str, series: &[Series<'_>], from_zero: bool)
 /// Horizontal box plots as a standalone `<svg>`: whiskers min..p99, box
 /// p25..p75, median line, max as a dot.
 pub fn boxes(views: &[(&str, &Latency)]) -> String {
-    let y1 = views
+    let top = views
         .iter()
         .map(|v| v.1.max_ms)
         .fold(0.0, f64::max)
-        .max(1e-3)
-        * 1.05;
+        .max(1e-3);
+    let xt = ticks(0.0, top, MAX_TICK_STEPS);
     let mut o = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\">");
     let s = Scale {
         x0: 0.0,
-        x1: y1,
+        x1: xt[xt.len() - 1],
+        y0: 0.0,
         y1: 1.0,
     };
     let row_h = (H - M.2 - M.3) / views.len() as f64;
@@ -236,14 +382,14 @@ pub fn boxes(views: &[(&str, &Latency)]) -> String {
             m = s.x(l.p50_ms),
         );
     }
-    for i in 0..=4 {
-        let v = y1 * f64::from(i) / 4.0;
+    let step = xt.get(1).map_or(1.0, |b| b - xt[0]);
+    for &v in &xt {
         let _ = write!(
             o,
             "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
             s.x(v),
             H - M.3 + 14.0,
-            tick(v)
+            label(v, step)
         );
     }
     let _ = write!(
@@ -254,4 +400,73 @@ pub fn boxes(views: &[(&str, &Latency)]) -> String {
     );
     o.push('\n');
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `step` is 1, 2 or 5 times a power of ten.
+    fn round_step(step: f64) -> bool {
+        let m = step / 10f64.powf(step.log10().floor());
+        [1.0, 2.0, 5.0, 10.0].iter().any(|r| (m - r).abs() < 1e-6)
+    }
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        assert_eq!(ticks(0.0, 97.0, 5), [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(ticks(0.0, 0.37, 5), [0.0, 0.1, 0.2, 0.3, 0.4]);
+        assert_eq!(ticks(0.0, 1234.0, 6), [0.0, 500.0, 1000.0, 1500.0]);
+        assert_eq!(ticks(3.0, 17.0, 6), [0.0, 5.0, 10.0, 15.0, 20.0]);
+        assert_eq!(ticks(0.0, 10.0, 5), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        // Nothing to span: one step up from the value.
+        assert_eq!(ticks(0.0, 0.0, 5), [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
+        assert_eq!(ticks(5.0, 5.0, 1), [5.0, 6.0]);
+        for (lo, hi) in [
+            (0.0, 0.0123),
+            (1.5, 1.51),
+            (0.0, 9.99e6),
+            (-3.0, 41.0),
+            (0.0, 1.0),
+        ] {
+            for max in 1..=8 {
+                let t = ticks(lo, hi, max);
+                let step = t[1] - t[0];
+                assert!(round_step(step), "{lo}..{hi} step {step}");
+                assert!(
+                    t.len() >= 2 && t.len() - 1 <= max + 1,
+                    "{lo}..{hi}/{max}: {t:?}"
+                );
+                assert!(t[0] <= lo && t[t.len() - 1] >= hi, "{lo}..{hi}: {t:?}");
+                assert!(t
+                    .windows(2)
+                    .all(|w| ((w[1] - w[0]) - step).abs() < step * 1e-6));
+            }
+        }
+    }
+
+    #[test]
+    fn labels_have_the_steps_decimals() {
+        let t = ticks(0.0, 0.37, 5);
+        let labels: Vec<_> = t.iter().map(|v| label(*v, t[1] - t[0])).collect();
+        assert_eq!(labels, ["0.0", "0.1", "0.2", "0.3", "0.4"]);
+        assert_eq!(label(1500.0, 500.0), "1500");
+        assert_eq!(label(0.05, 0.05), "0.05");
+    }
+
+    #[test]
+    fn bars_are_drawn_to_a_round_axis() {
+        let bars = vec![
+            ("status 200".to_string(), 70, "#2a7"),
+            ("fault xmlrpc:403".to_string(), 70, "#c22"),
+            ("no answer: io".to_string(), 3, "#888"),
+        ];
+        let svg = bar_chart(&bars, "requests");
+        assert_eq!(svg.matches("<rect").count(), 3);
+        assert!(svg.contains(">fault xmlrpc:403</text>"), "{svg}");
+        for tick in [">0</text>", ">20</text>", ">80</text>"] {
+            assert!(svg.contains(tick), "{tick} in {svg}");
+        }
+        assert_eq!(bar_chart(&[], "requests"), "<p>no data</p>\n");
+    }
 }

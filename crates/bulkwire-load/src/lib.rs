@@ -13,6 +13,10 @@
 //!   dispatch cost more CPU per request than the rest of the loop). Several
 //!   nodes of one service are loaded at once by dealing the connections out
 //!   round-robin, per connection as an L4 balancer, with counts per node.
+//! - What counts as an error: a non-2xx answer, an XML-RPC or SOAP fault
+//!   whatever its status (found in the first bytes of an XML answer,
+//!   [`fault`]), and a request without an answer; the report breaks every
+//!   answer down by status and every fault by code.
 //! - [`stats`]: HdrHistogram percentiles and a per-second timeline;
 //!   [`memory`]: the server's RSS from `/proc` or `/metrics`;
 //!   [`threshold`]: pass/fail criteria; [`output`] and [`html`]: table,
@@ -29,6 +33,7 @@ pub mod app;
 pub mod bench;
 pub mod body;
 mod error;
+pub mod fault;
 pub mod html;
 mod limits;
 pub mod memory;

@@ -1,6 +1,12 @@
 //! Server memory during a run: sampled from `/proc/PID/status` (`VmRSS`,
-//! `VmHWM`; proc(5)) or from a Prometheus `/metrics` page
-//! (`process_resident_memory_bytes`, the standard process collector gauge).
+//! `VmHWM`; proc(5)) or from a Prometheus `/metrics` page: bulkwire's own
+//! `bulkwire_process_resident_memory_bytes`, or the standard process
+//! collector's `process_resident_memory_bytes` (other servers).
+//!
+//! A metrics page without either gauge is not worth aborting a load run
+//! for: [`Watcher::start_or_skip`] says so in a warning and the run goes on
+//! without memory figures. An unreachable page still stops the run before
+//! it starts (a mistyped URL should not cost a whole run to find out).
 //!
 //! For a pid, the peak-RSS mark is reset at the start by writing `5` to
 //! `/proc/PID/clear_refs` (proc(5), Linux ≥ 4.0) where allowed, so `VmHWM`
@@ -47,21 +53,56 @@ pub struct MemoryReport {
     pub failed_samples: u64,
 }
 
+/// The gauges read from a metrics page, in order of preference.
+pub const GAUGES: [&str; 2] = [
+    "bulkwire_process_resident_memory_bytes",
+    "process_resident_memory_bytes",
+];
+
 /// A sampling task; [`Watcher::stop`] ends it and gives the report.
 pub struct Watcher {
     stop: watch::Sender<bool>,
     task: JoinHandle<MemoryReport>,
 }
 
+/// How [`Watcher::start_or_skip`] went.
+pub enum Start {
+    Watching(Watcher),
+    /// The metrics page has no memory gauge: the warning to give.
+    NoGauge(String),
+}
+
+/// Why a sample could not be taken.
+enum Miss {
+    /// The page was read but has no gauge.
+    NoGauge,
+    Other(String),
+}
+
 impl Watcher {
     /// Starts sampling every `interval` (first sample now). Errors if the
     /// first sample cannot be read (no such pid, no gauge).
     pub async fn start(source: Source, interval: Duration, limits: &Limits) -> Result<Watcher> {
+        match Self::start_or_skip(source, interval, limits).await? {
+            Start::Watching(w) => Ok(w),
+            Start::NoGauge(why) => Err(Error::io("memory", why)),
+        }
+    }
+
+    /// [`Watcher::start`], except that a metrics page without a memory
+    /// gauge gives [`Start::NoGauge`] instead of an error.
+    pub async fn start_or_skip(
+        source: Source,
+        interval: Duration,
+        limits: &Limits,
+    ) -> Result<Start> {
         let mut s = Sampler::new(source, interval, limits.clone());
-        s.first().await?;
+        if let Some(why) = s.first().await? {
+            return Ok(Start::NoGauge(why));
+        }
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(s.run(rx));
-        Ok(Watcher { stop, task })
+        Ok(Start::Watching(Watcher { stop, task }))
     }
 
     /// Takes a last sample and returns the report.
@@ -108,18 +149,27 @@ impl Sampler {
         }
     }
 
-    async fn first(&mut self) -> Result<()> {
+    /// The first sample; `Some(warning)` if the page has no gauge.
+    async fn first(&mut self) -> Result<Option<String>> {
         if let Source::Pid(p) = self.source {
             // Permission is needed (same user with ptrace rights, or root).
             self.report.hwm_reset = std::fs::write(format!("/proc/{p}/clear_refs"), "5").is_ok();
         }
-        let rss = self
-            .read()
-            .await
-            .map_err(|e| Error::io(format!("memory of {}", self.report.source), e))?;
+        let rss = match self.read().await {
+            Ok(rss) => rss,
+            Err(Miss::NoGauge) => {
+                return Ok(Some(format!(
+                    "{} has no {} or {} gauge: server memory is not reported",
+                    self.report.source, GAUGES[0], GAUGES[1]
+                )))
+            }
+            Err(Miss::Other(e)) => {
+                return Err(Error::io(format!("memory of {}", self.report.source), e))
+            }
+        };
         self.report.start_bytes = rss;
         self.keep(rss);
-        Ok(())
+        Ok(None)
     }
 
     async fn run(mut self, mut stop: watch::Receiver<bool>) -> MemoryReport {
@@ -167,19 +217,19 @@ impl Sampler {
         self.report
     }
 
-    async fn read(&mut self) -> std::result::Result<u64, String> {
+    async fn read(&mut self) -> std::result::Result<u64, Miss> {
         match &self.source {
             Source::Pid(p) => {
                 let text = std::fs::read_to_string(format!("/proc/{p}/status"))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| Miss::Other(e.to_string()))?;
                 parse_status(&text)
                     .rss
-                    .ok_or_else(|| "no VmRSS line".into())
+                    .ok_or_else(|| Miss::Other("no VmRSS line".into()))
             }
             Source::Metrics(t) => {
                 let t = t.clone();
-                let text = self.fetch(&t).await?;
-                parse_metrics(&text).ok_or_else(|| "no process_resident_memory_bytes gauge".into())
+                let text = self.fetch(&t).await.map_err(Miss::Other)?;
+                parse_metrics(&text).ok_or(Miss::NoGauge)
             }
         }
     }
@@ -258,12 +308,17 @@ pub fn parse_status(text: &str) -> Status {
     s
 }
 
-/// The value of the `process_resident_memory_bytes` gauge in a Prometheus
-/// text exposition (labels allowed; the first sample wins).
+/// The value of a resident-memory gauge ([`GAUGES`], the first one present
+/// wins) in a Prometheus text exposition (labels allowed; a gauge's first
+/// sample wins).
 pub fn parse_metrics(text: &str) -> Option<u64> {
-    const NAME: &str = "process_resident_memory_bytes";
+    GAUGES.iter().find_map(|name| gauge(text, name))
+}
+
+/// The first valid sample of gauge `name`.
+fn gauge(text: &str, name: &str) -> Option<u64> {
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix(NAME) else {
+        let Some(rest) = line.strip_prefix(name) else {
             continue;
         };
         let rest = match rest.as_bytes().first() {
@@ -309,6 +364,23 @@ mod tests {
         );
         assert_eq!(parse_metrics("process_resident_memory_bytes NaN\n"), None);
         assert_eq!(parse_metrics("other 1\n"), None);
+    }
+
+    #[test]
+    fn bulkwire_gauge_is_read_and_preferred() {
+        // As bulkwire-server's /metrics renders it.
+        let t = "# HELP bulkwire_process_resident_memory_bytes Resident set size.\n\
+                 # TYPE bulkwire_process_resident_memory_bytes gauge\n\
+                 bulkwire_process_resident_memory_bytes 31457280\n\
+                 bulkwire_process_peak_resident_memory_bytes 41943040\n";
+        assert_eq!(parse_metrics(t), Some(31_457_280));
+        let both = format!("process_resident_memory_bytes 5\n{t}");
+        assert_eq!(parse_metrics(&both), Some(31_457_280));
+        assert_eq!(
+            parse_metrics("bulkwire_process_peak_resident_memory_bytes 9\n"),
+            None,
+            "the peak gauge is not the resident size"
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -2,6 +2,7 @@
 
 use crate::runner::Report;
 use crate::stats::{Latency, Live};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -19,56 +20,20 @@ pub fn human_bytes(n: f64) -> String {
 }
 
 fn row(out: &mut String, name: &str, l: &Latency) {
-    let _ = writeln!(
-        out,
-        "  {name:<12} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
-        l.p50_ms, l.p90_ms, l.p95_ms, l.p99_ms, l.max_ms, l.mean_ms
-    );
+    let _ = write!(out, "  {name:<12}");
+    for v in [l.p50_ms, l.p90_ms, l.p95_ms, l.p99_ms, l.max_ms, l.mean_ms] {
+        let _ = write!(out, " {v:>8.2} ms");
+    }
+    out.push('\n');
 }
 
-/// The summary table printed at the end of a run.
+/// The summary table printed at the end of a run. Every number carries its
+/// unit: requests, connections, seconds, bytes, ms, %.
 pub fn table(r: &Report) -> String {
     let mut o = String::new();
-    let pace = match r.rate {
-        Some(rate) => format!("open loop at {rate:.1}/s"),
-        None => "closed loop".into(),
-    };
-    let _ = writeln!(
-        o,
-        "{} {} — {pace}, {} connections",
-        r.scenario, r.url, r.connections
-    );
-    let _ = writeln!(
-        o,
-        "  requests  {} sent, {} completed in {:.2}s: {:.1} req/s, {}/s sent ({} total)",
-        r.sent,
-        r.completed,
-        r.elapsed_s,
-        r.rps,
-        human_bytes(r.sent_bytes_per_s),
-        human_bytes(r.bytes_sent as f64)
-    );
-    let _ = writeln!(
-        o,
-        "  latency ms        p50       p90       p95       p99       max      mean"
-    );
-    if r.rate.is_some() {
-        row(&mut o, "corrected", &r.corrected);
-        row(&mut o, "uncorrected", &r.uncorrected);
-        let _ = writeln!(
-            o,
-            "  late      {} sent more than {:.0} ms after their intended time (max {:.1} ms)",
-            r.late.count, r.late.after_ms, r.late.max_ms
-        );
-    } else {
-        row(&mut o, "latency", &r.uncorrected);
-    }
-    let _ = write!(o, "  errors    {} ({:.3}%)", r.errors, r.error_rate * 100.0);
-    let statuses = r.by_status.iter().filter(|(s, _)| !s.starts_with('2'));
-    for (k, v) in statuses.chain(&r.by_error) {
-        let _ = write!(o, "  {k}: {v}");
-    }
-    o.push('\n');
+    head(&mut o, r);
+    latency(&mut o, r);
+    outcomes(&mut o, r);
     for t in &r.targets {
         let s = if t.connections == 1 { "" } else { "s" };
         let _ = writeln!(
@@ -91,9 +56,91 @@ pub fn table(r: &Report) -> String {
     }
     for t in &r.thresholds {
         let mark = if t.passed { "ok  " } else { "FAIL" };
-        let _ = writeln!(o, "  {mark}      {} (actual {:.3})", t.threshold, t.actual);
+        let _ = writeln!(
+            o,
+            "  {mark}      {} (actual {:.3} {})",
+            t.threshold, t.actual, t.unit
+        );
     }
     o
+}
+
+/// What ran, how many requests and how many bytes.
+fn head(o: &mut String, r: &Report) {
+    let pace = match r.rate {
+        Some(rate) => format!("open loop at {rate:.1} req/s"),
+        None => "closed loop".into(),
+    };
+    let s = if r.connections == 1 { "" } else { "s" };
+    let _ = writeln!(
+        o,
+        "{} {} {} — {pace}, {} connection{s}",
+        r.scenario, r.method, r.url, r.connections
+    );
+    let _ = writeln!(
+        o,
+        "  requests  {} sent, {} completed in {:.2} s: {:.1} req/s",
+        r.sent, r.completed, r.elapsed_s, r.rps
+    );
+    let _ = writeln!(
+        o,
+        "  bytes     sent {} ({}/s), received {} ({}/s), bodies only",
+        human_bytes(r.bytes_sent as f64),
+        human_bytes(r.sent_bytes_per_s),
+        human_bytes(r.bytes_received as f64),
+        human_bytes(r.received_bytes_per_s),
+    );
+}
+
+/// Latency percentiles (both views in open loop) and late sends.
+fn latency(o: &mut String, r: &Report) {
+    // Each name right-aligned over its column's numbers (see `row`).
+    let _ = write!(o, "  {:<12}", "latency");
+    for name in ["p50", "p90", "p95", "p99", "max", "mean"] {
+        let _ = write!(o, " {name:>8}   ");
+    }
+    let _ = writeln!(o);
+    if r.rate.is_some() {
+        row(o, "corrected", &r.corrected);
+        row(o, "uncorrected", &r.uncorrected);
+        let _ = writeln!(
+            o,
+            "  late      {} requests sent more than {:.0} ms after their intended time (max {:.1} ms)",
+            r.late.count, r.late.after_ms, r.late.max_ms
+        );
+    } else {
+        row(o, "latency", &r.uncorrected);
+    }
+}
+
+/// Every answer by status, faults by code, failures by reason, and the
+/// errors they add up to.
+fn outcomes(o: &mut String, r: &Report) {
+    let share = |n: u64| 100.0 * n as f64 / r.completed.max(1) as f64;
+    let list = |o: &mut String, label: &str, counts: &BTreeMap<String, u64>| {
+        if counts.is_empty() {
+            return;
+        }
+        let _ = write!(o, "  {label:<9}");
+        for (i, (k, n)) in counts.iter().enumerate() {
+            let sep = if i == 0 { " " } else { ", " };
+            let _ = write!(o, "{sep}{k}: {n} requests ({:.1} %)", share(*n));
+        }
+        o.push('\n');
+    };
+    list(o, "status", &r.by_status);
+    list(o, "faults", &r.by_fault);
+    list(o, "no answer", &r.by_error);
+    // Disjoint: a fault with a 500 status counts as a fault only.
+    let no_answer: u64 = r.by_error.values().sum();
+    let other = r.errors.saturating_sub(r.faults + no_answer);
+    let _ = writeln!(
+        o,
+        "  errors    {} requests ({:.3} %): {} faults, {other} other non-2xx, {no_answer} without an answer",
+        r.errors,
+        r.error_rate * 100.0,
+        r.faults
+    );
 }
 
 /// One progress line: elapsed, sent, completed, errors, current rate.

@@ -30,6 +30,15 @@
 //! loop a slower node's connections come back less often, so it gets fewer
 //! requests. Each connection counts its own requests and adds them to its
 //! target's totals when it ends: nothing is shared per request.
+//!
+//! **What counts as an error**: any answer but a 2xx, an answer whose body
+//! is an XML-RPC or SOAP fault whatever its status ([`crate::fault`]), and
+//! a request that got no answer (connect, I/O, timeout, render).
+//!
+//! **Method and path**: every request uses [`Plan::method`] (POST unless
+//! told otherwise; `PUT` for raw uploads to `PUT /v1/media/{name}`); a
+//! path holding `{seq}`/`{uuid}` is rendered per request into the request
+//! line, a fixed one is encoded once with the other fixed headers.
 
 use crate::error::{Error, Result};
 use crate::limits::{LimitKind, Limits};
@@ -80,6 +89,8 @@ pub struct Plan {
     /// Open loop: a request sent later than this after its intended time is
     /// counted as late.
     pub late_after: Duration,
+    /// The request method (default POST).
+    pub method: http::Method,
     pub limits: Limits,
 }
 
@@ -98,6 +109,7 @@ impl Plan {
             timeout: Duration::from_secs(30),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             late_after: Duration::from_millis(10),
+            method: http::Method::POST,
             limits: Limits::default(),
         }
     }
@@ -120,6 +132,14 @@ impl Plan {
                 what,
             ));
         }
+        if matches!(self.method, http::Method::HEAD | http::Method::CONNECT) {
+            // A HEAD answer announces a body it does not send, and CONNECT
+            // makes a tunnel: neither fits a request-body load.
+            return Err(Error::config(format!(
+                "method {} is not supported; use GET, POST, PUT, PATCH, DELETE or another",
+                self.method
+            )));
+        }
         if let Mode::Open { rate } = self.mode {
             if !(rate.is_finite() && rate > 0.0) {
                 return Err(Error::config(format!("rate must be positive, got {rate}")));
@@ -133,6 +153,8 @@ impl Plan {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub scenario: String,
+    /// The request method.
+    pub method: String,
     /// The target's URL (the first one's, when there are several).
     pub url: String,
     /// `open` or `closed`.
@@ -146,13 +168,22 @@ pub struct Report {
     pub sent: u64,
     /// Requests finished (answered or failed).
     pub completed: u64,
-    /// 2xx answers.
+    /// 2xx answers that were not faults.
     pub ok: u64,
-    /// Everything but 2xx: other statuses and failures without an answer.
+    /// Everything else: other statuses, faults (whatever their status) and
+    /// failures without an answer.
     pub errors: u64,
     /// `errors / completed`.
     pub error_rate: f64,
+    /// Every answer by HTTP status, faults included.
     pub by_status: BTreeMap<String, u64>,
+    /// Answers that were XML-RPC or SOAP faults.
+    pub faults: u64,
+    /// Faults by code: `xmlrpc:403`, `soap:Client`, … (`other` past
+    /// [`crate::stats::FAULT_CODES`] codes).
+    pub by_fault: BTreeMap<String, u64>,
+    /// Requests without an answer, by reason: `connect`, `connect-timeout`,
+    /// `io`, `timeout`, `render`.
     pub by_error: BTreeMap<String, u64>,
     /// Completed per second of `elapsed_s`.
     pub rps: f64,
@@ -161,6 +192,7 @@ pub struct Report {
     /// Response body bytes received.
     pub bytes_received: u64,
     pub sent_bytes_per_s: f64,
+    pub received_bytes_per_s: f64,
     /// From the intended send time (open loop); equals `uncorrected` closed.
     pub corrected: Latency,
     /// From the actual send.
@@ -171,6 +203,10 @@ pub struct Report {
     pub timeline_truncated: bool,
     pub memory: Option<MemoryReport>,
     pub thresholds: Vec<ThresholdResult>,
+    /// What went wrong beside the requests (e.g. no memory gauge on the
+    /// metrics page); left out of the JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Per target, in the order given, when there are several (empty, and
     /// left out of the JSON, with one). The totals above cover them all.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -222,9 +258,11 @@ struct Ctx {
 /// One target as its connections use it.
 struct Node {
     target: Target,
-    /// The request line and every fixed header (this node's `Host`),
-    /// encoded once.
+    /// The request line (unless `path` is set) and every fixed header
+    /// (this node's `Host`), encoded once.
     head: Vec<u8>,
+    /// A path with variables, rendered into each request's request line.
+    path: Option<Pattern>,
     /// Headers rendered per request (`{seq}`/`{uuid}`, or a value that
     /// failed `HeaderValue`'s check, which fails each request as `render`).
     dynamic: Vec<(HeaderName, Pattern)>,
@@ -275,9 +313,10 @@ pub async fn run_targets(
         .into_iter()
         .enumerate()
         .map(|(i, target)| {
-            let (head, dynamic) = fixed_head(&target, &content_type);
+            let (head, dynamic) = fixed_head(&target, &content_type, &plan.method);
             Node {
                 connections: share(plan.connections, n, i),
+                path: (!target.path_pattern.is_static()).then(|| target.path_pattern.clone()),
                 target,
                 head,
                 dynamic,
@@ -396,13 +435,18 @@ pub fn multi_thread_runtime(threads: Option<usize>) -> Result<tokio::runtime::Ru
         .map_err(|e| Error::io("tokio runtime", e))
 }
 
-/// The request line (RFC 9112 §3) and the headers that are the same on
-/// every request, as bytes; the headers to render per request.
+/// The request line (RFC 9112 §3; left to each request when the path has
+/// variables) and the headers that are the same on every request, as
+/// bytes; the headers to render per request.
 fn fixed_head(
     target: &Target,
     content_type: &HeaderValue,
+    method: &http::Method,
 ) -> (Vec<u8>, Vec<(HeaderName, Pattern)>) {
-    let mut head = format!("POST {} HTTP/1.1\r\n", target.path).into_bytes();
+    let mut head = match target.path_pattern.is_static() {
+        true => format!("{method} {} HTTP/1.1\r\n", target.path).into_bytes(),
+        false => Vec::new(),
+    };
     let mut field = |name: &[u8], value: &[u8]| {
         for piece in [name, b": ", value, b"\r\n"] {
             head.extend_from_slice(piece);
@@ -463,6 +507,7 @@ fn report(ctx: &Ctx) -> Report {
     };
     Report {
         scenario: ctx.scenario.name().into(),
+        method: ctx.plan.method.to_string(),
         url: ctx.nodes[0].target.url.clone(),
         mode: match ctx.plan.mode {
             Mode::Open { .. } => "open",
@@ -484,11 +529,14 @@ fn report(ctx: &Ctx) -> Report {
             0.0
         },
         by_status: t.by_status,
+        faults: t.faults,
+        by_fault: t.by_fault,
         by_error: t.by_error,
         rps: per_s(t.completed),
         bytes_sent: t.bytes_sent,
         bytes_received: t.bytes_received,
         sent_bytes_per_s: per_s(t.bytes_sent),
+        received_bytes_per_s: per_s(t.bytes_received),
         corrected: t.corrected,
         uncorrected: t.uncorrected,
         late: Late {
@@ -500,6 +548,7 @@ fn report(ctx: &Ctx) -> Report {
         timeline_truncated: t.timeline_truncated,
         memory: None,
         thresholds: Vec::new(),
+        warnings: Vec::new(),
         targets,
     }
 }
@@ -626,7 +675,8 @@ impl Worker {
         };
         let len = payload.len;
         let node = &self.ctx.nodes[self.node];
-        if !request_head(node, vars, len, &mut self.head, &mut self.value) {
+        let method = &self.ctx.plan.method;
+        if !request_head(node, method, vars, len, &mut self.head, &mut self.value) {
             return (Outcome::Failed("render"), 0, 0);
         }
         let Some(wire) = self.conn.as_mut() else {
@@ -639,7 +689,11 @@ impl Worker {
                 if !answer.reusable {
                     self.conn = None;
                 }
-                (Outcome::Status(answer.status), len, answer.body_bytes)
+                let outcome = match answer.fault {
+                    Some(f) => Outcome::Fault(answer.status, f),
+                    None => Outcome::Status(answer.status),
+                };
+                (outcome, len, answer.body_bytes)
             }
             Some(Err(_)) => {
                 self.conn = None;
@@ -688,11 +742,33 @@ async fn within<F: Future>(
     .await
 }
 
-/// Writes this request's head into `out`: the fixed part, the rendered
-/// headers and `Content-Length`. False if a rendered value is not a valid
-/// header value (the request fails as `render`).
-fn request_head(node: &Node, vars: &Vars, len: u64, out: &mut Vec<u8>, value: &mut String) -> bool {
+/// Writes this request's head into `out`: the request line if its path
+/// has variables, the fixed part, the rendered headers and
+/// `Content-Length`. False if a rendered value is not a valid header value
+/// (the request fails as `render`).
+fn request_head(
+    node: &Node,
+    method: &http::Method,
+    vars: &Vars,
+    len: u64,
+    out: &mut Vec<u8>,
+    value: &mut String,
+) -> bool {
     out.clear();
+    if let Some(path) = &node.path {
+        value.clear();
+        path.render(vars, value);
+        // The literal parts were checked as a URI at start-up; the values
+        // of {seq} and {uuid} are digits, hex and dashes.
+        for piece in [
+            method.as_str().as_bytes(),
+            b" ",
+            value.as_bytes(),
+            b" HTTP/1.1\r\n",
+        ] {
+            out.extend_from_slice(piece);
+        }
+    }
     out.extend_from_slice(&node.head);
     for (name, p) in &node.dynamic {
         value.clear();

@@ -1,11 +1,14 @@
-//! Recording results: HdrHistograms of latency, counts by outcome, and a
-//! per-second timeline, all bounded (the histograms are fixed-size; the
-//! timeline stops at `Limits::timeline_seconds`).
+//! Recording results: HdrHistograms of latency, counts by outcome (every
+//! answer by status, faults also by fault code, failures without an answer
+//! by reason), and a per-second timeline, all bounded (the histograms are
+//! fixed-size; the timeline stops at `Limits::timeline_seconds`; there are
+//! at most 1,000 statuses and [`FAULT_CODES`] fault codes).
 //!
 //! Two latency views are kept for every response (see the crate docs):
 //! *corrected*, from the request's intended send time (open loop), and
 //! *uncorrected*, from the moment it was actually handed to the connection.
 
+use crate::fault::Fault;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -16,19 +19,33 @@ use std::time::{Duration, Instant};
 /// Highest latency the histograms hold: anything above is clamped to it.
 const MAX_MICROS: u64 = 3_600_000_000;
 
+/// Distinct fault codes counted each; further codes count under
+/// [`OTHER_FAULTS`] (a server could send a new code per request).
+pub const FAULT_CODES: usize = 100;
+/// The key of faults past the first [`FAULT_CODES`] codes.
+pub const OTHER_FAULTS: &str = "other";
+
 /// How one request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// A response with this status.
     Status(u16),
+    /// A response with this status whose body is an XML-RPC or SOAP fault
+    /// (an error whatever the status: XML-RPC faults come with 200).
+    Fault(u16, Fault),
     /// No response: `connect`, `io`, `timeout` or `render`.
     Failed(&'static str),
 }
 
 impl Outcome {
-    /// Success is a 2xx response.
+    /// Success is a 2xx response that is not a fault.
     pub fn is_ok(self) -> bool {
         matches!(self, Outcome::Status(s) if (200..300).contains(&s))
+    }
+
+    /// Whether a response came (its latency counts).
+    pub fn answered(self) -> bool {
+        !matches!(self, Outcome::Failed(_))
     }
 }
 
@@ -100,6 +117,8 @@ struct Stats {
     completed: u64,
     ok: u64,
     by_status: BTreeMap<u16, u64>,
+    by_fault: BTreeMap<Fault, u64>,
+    other_faults: u64,
     by_error: BTreeMap<&'static str, u64>,
     bytes_sent: u64,
     bytes_received: u64,
@@ -144,6 +163,8 @@ impl Recorder {
                 completed: 0,
                 ok: 0,
                 by_status: BTreeMap::new(),
+                by_fault: BTreeMap::new(),
+                other_faults: 0,
                 by_error: BTreeMap::new(),
                 bytes_sent: 0,
                 bytes_received: 0,
@@ -168,7 +189,7 @@ impl Recorder {
             st.roll(t, self.timeline_cap);
         }
         st.second.count += 1;
-        if let Outcome::Status(_) = s.outcome {
+        if s.outcome.answered() {
             let c = micros(s.done.saturating_duration_since(s.intended));
             let u = micros(s.done.saturating_duration_since(s.sent));
             // Values are clamped into the histogram's range, so this holds.
@@ -197,6 +218,13 @@ impl Recorder {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
+            faults: st.by_fault.values().sum::<u64>() + st.other_faults,
+            by_fault: st
+                .by_fault
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .chain((st.other_faults > 0).then(|| (OTHER_FAULTS.to_string(), st.other_faults)))
+                .collect(),
             by_error: st
                 .by_error
                 .iter()
@@ -216,6 +244,15 @@ impl Stats {
         self.completed += 1;
         match s.outcome {
             Outcome::Status(code) => *self.by_status.entry(code).or_default() += 1,
+            Outcome::Fault(code, fault) => {
+                *self.by_status.entry(code).or_default() += 1;
+                let known = self.by_fault.len() < FAULT_CODES;
+                match self.by_fault.get_mut(&fault) {
+                    Some(n) => *n += 1,
+                    None if known => drop(self.by_fault.insert(fault, 1)),
+                    None => self.other_faults += 1,
+                }
+            }
             Outcome::Failed(why) => *self.by_error.entry(why).or_default() += 1,
         }
         if s.outcome.is_ok() {
@@ -280,6 +317,8 @@ pub(crate) struct Totals {
     pub completed: u64,
     pub ok: u64,
     pub by_status: BTreeMap<String, u64>,
+    pub faults: u64,
+    pub by_fault: BTreeMap<String, u64>,
     pub by_error: BTreeMap<String, u64>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -373,6 +412,54 @@ mod tests {
             .map(|b| (b.t, b.count, b.errors))
             .collect();
         assert_eq!(counts, [(0, 1, 0), (1, 1, 1), (2, 1, 1)]);
+    }
+
+    #[test]
+    fn faults_are_errors_counted_by_status_and_by_code() {
+        let start = Instant::now();
+        let r = Recorder::new(start, Duration::from_millis(10), 100);
+        let f = |body: &str| crate::fault::classify(body.as_bytes()).unwrap();
+        let rpc = f("<methodResponse><fault><value><struct><member><name>faultCode</name>\
+                     <value><int>403</int></value></member></struct></value></fault></methodResponse>");
+        let soap =
+            f("<Envelope><Body><Fault><faultcode>Client</faultcode></Fault></Body></Envelope>");
+        r.record(&sample(start, 0, 0, 5, Outcome::Fault(200, rpc)));
+        r.record(&sample(start, 0, 0, 5, Outcome::Fault(200, rpc)));
+        r.record(&sample(start, 0, 0, 5, Outcome::Fault(500, soap)));
+        r.record(&sample(start, 0, 0, 5, Outcome::Status(200)));
+        let t = r.finish();
+        assert_eq!((t.completed, t.ok, t.faults), (4, 1, 3));
+        assert_eq!(
+            t.by_status.get("200"),
+            Some(&3),
+            "faults count under their status"
+        );
+        assert_eq!(t.by_status.get("500"), Some(&1));
+        assert_eq!(t.by_fault.get("xmlrpc:403"), Some(&2));
+        assert_eq!(t.by_fault.get("soap:Client"), Some(&1));
+        assert_eq!(
+            t.corrected.count, 4,
+            "a fault is an answer: its latency counts"
+        );
+        assert_eq!(t.timeline[0].errors, 3);
+    }
+
+    #[test]
+    fn fault_codes_are_bounded() {
+        let start = Instant::now();
+        let r = Recorder::new(start, Duration::from_millis(10), 100);
+        for code in 0..FAULT_CODES + 5 {
+            let body = format!(
+                "<methodResponse><fault><value><struct><member><name>faultCode</name>\
+                 <value><int>{code}</int></value></member></struct></value></fault></methodResponse>"
+            );
+            let fault = crate::fault::classify(body.as_bytes()).unwrap();
+            r.record(&sample(start, 0, 0, 1, Outcome::Fault(200, fault)));
+        }
+        let t = r.finish();
+        assert_eq!(t.by_fault.len(), FAULT_CODES + 1);
+        assert_eq!(t.by_fault.get(OTHER_FAULTS), Some(&5));
+        assert_eq!(t.faults, (FAULT_CODES + 5) as u64);
     }
 
     #[test]

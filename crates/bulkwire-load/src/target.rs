@@ -4,6 +4,10 @@
 //! A service scaled out to several nodes is several targets with the same
 //! path and query ([`same_service`]); [`crate::runner`] deals its
 //! connections out over them round-robin.
+//!
+//! The path and query may hold `{seq}` and `{uuid}` ([`crate::pattern`]),
+//! rendered per request (`PUT /v1/media/img-{seq}.jpg`); the host and port
+//! may not (they are resolved once).
 
 use crate::error::{Error, Result};
 use crate::pattern::{Pattern, Vars};
@@ -20,8 +24,13 @@ pub struct Target {
     pub addr: SocketAddr,
     /// `Host` header value.
     pub host: HeaderValue,
-    /// Origin-form request target (`/path?query`).
+    /// Origin-form request target (`/path?query`); with variables in the
+    /// path, as rendered for `{seq}` 0 and an all-zero `{uuid}`.
     pub path: Uri,
+    /// The path and query as given (`/` when empty), variables and all.
+    pub path_text: String,
+    /// [`Self::path_text`] parsed: literal unless it holds variables.
+    pub path_pattern: Pattern,
     /// Extra headers; values may hold `{seq}`/`{uuid}`.
     pub headers: Vec<(HeaderName, Pattern)>,
 }
@@ -30,7 +39,8 @@ impl Target {
     /// Parses and resolves `url` (HTTP/1.1 over TCP; `https` is not
     /// supported).
     pub fn resolve(url: &str) -> Result<Target> {
-        let uri: Uri = url
+        let (path_text, path_pattern, sample) = path_of(url)?;
+        let uri: Uri = sample
             .parse()
             .map_err(|e| Error::config(format!("URL {url:?}: {e}")))?;
         if uri.scheme_str() != Some("http") {
@@ -55,6 +65,8 @@ impl Target {
             addr,
             host,
             path,
+            path_text,
+            path_pattern,
             headers: Vec::new(),
         })
     }
@@ -65,10 +77,7 @@ impl Target {
             .map_err(|e| Error::config(format!("header name {name:?}: {e}")))?;
         let p = Pattern::parse(value.trim())?;
         // Check a sample value now rather than fail every request later.
-        let sample = p.to_string(&Vars {
-            seq: 0,
-            uuid: [b'0'; 36],
-        });
+        let sample = p.to_string(&SAMPLE);
         HeaderValue::from_str(&sample).map_err(|e| Error::config(format!("header {name}: {e}")))?;
         self.headers.push((n, p));
         Ok(self)
@@ -102,14 +111,44 @@ pub fn same_service(targets: &[Target]) -> Result<()> {
     let Some((first, rest)) = targets.split_first() else {
         return Err(Error::config("no target URL"));
     };
-    match rest.iter().find(|t| t.path != first.path) {
+    match rest.iter().find(|t| t.path_pattern != first.path_pattern) {
         Some(other) => Err(Error::config(format!(
             "targets {:?} and {:?} differ in path and query (\"{}\" vs \"{}\"): \
              every target must be a node of the same service",
-            first.url, other.url, first.path, other.path
+            first.url, other.url, first.path_text, other.path_text
         ))),
         None => Ok(()),
     }
+}
+
+/// The variables' values a pattern is checked with at start-up.
+const SAMPLE: Vars = Vars {
+    seq: 0,
+    uuid: [b'0'; 36],
+};
+
+/// `url`'s path and query as given (`/` if none), parsed as a pattern, and
+/// `url` with the pattern rendered for [`SAMPLE`] (to parse and check).
+/// Variables before the path (in the host or port) are an error.
+fn path_of(url: &str) -> Result<(String, Pattern, String)> {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let start = url[after_scheme..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| after_scheme + i);
+    let (origin, path) = url.split_at(start);
+    if origin.contains(['{', '}']) {
+        return Err(Error::config(format!(
+            "URL {url:?}: {{seq}} and {{uuid}} may only appear in the path and query"
+        )));
+    }
+    let text = if path.is_empty() || path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_owned()
+    };
+    let pattern = Pattern::parse(&text).map_err(|e| Error::config(format!("URL {url:?}: {e}")))?;
+    let sample = format!("{origin}{}", pattern.to_string(&SAMPLE));
+    Ok((text, pattern, sample))
 }
 
 /// A literal for [`Pattern::parse`].
@@ -173,6 +212,38 @@ mod tests {
             assert!(!msg.contains(":8081"), "names the one that differs: {msg}");
         }
         assert!(same_service(&[]).is_err());
+    }
+
+    #[test]
+    fn variables_in_the_path_are_patterns() {
+        let t = Target::resolve("http://127.0.0.1:8080/v1/media/img-{seq}.bin?u={uuid}").unwrap();
+        assert!(!t.path_pattern.is_static());
+        assert_eq!(t.path_text, "/v1/media/img-{seq}.bin?u={uuid}");
+        assert_eq!(
+            t.path,
+            format!("/v1/media/img-0.bin?u={}", "0".repeat(36)).as_str()
+        );
+        let v = Vars {
+            seq: 7,
+            uuid: [b'a'; 36],
+        };
+        assert_eq!(
+            t.path_pattern.to_string(&v),
+            format!("/v1/media/img-7.bin?u={}", "a".repeat(36))
+        );
+        let plain = Target::resolve("http://127.0.0.1:8080?x=1").unwrap();
+        assert_eq!(plain.path_text, "/?x=1");
+        assert!(plain.path_pattern.is_static());
+
+        for bad in [
+            "http://127.0.0.1:{seq}/",
+            "http://{uuid}.example/",
+            "http://127.0.0.1/{nope}",
+        ] {
+            let e = Target::resolve(bad).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad}");
+            assert!(e.to_string().contains(bad), "{e}");
+        }
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! - latency: `p50`, `p90`, `p95`, `p99`, `p99.9`, `max`, `mean`, `min`, of
 //!   the corrected view, or `uncorrected.p95` etc.; VALUE a duration
 //!   (`50ms`, `1s`; a bare number is milliseconds).
-//! - `errors`, `late`: a percentage of completed requests (`0.1%`) or a count.
+//! - `errors`, `late`: a percentage of completed requests (`0.1%`) or a
+//!   count. Errors are non-2xx answers, XML-RPC and SOAP faults (whatever
+//!   their status) and requests without an answer.
 //! - `rps`: completed requests per second.
 //!
 //! Any failed threshold makes `bulkwire load` exit with code 99.
@@ -46,8 +48,10 @@ pub struct Threshold {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ThresholdResult {
     pub threshold: String,
-    /// The measured value, in the threshold's unit (ms, %, count, req/s).
+    /// The measured value, in [`Self::unit`].
     pub actual: f64,
+    /// `ms`, `%`, `requests` or `req/s`.
+    pub unit: &'static str,
     pub passed: bool,
 }
 
@@ -116,7 +120,17 @@ impl Threshold {
         ThresholdResult {
             threshold: self.text.clone(),
             actual: if self.percent { actual * 100.0 } else { actual },
+            unit: self.unit(),
             passed,
+        }
+    }
+
+    fn unit(&self) -> &'static str {
+        match self.metric {
+            Metric::Latency { .. } => "ms",
+            _ if self.percent => "%",
+            Metric::Errors | Metric::Late => "requests",
+            Metric::Rps => "req/s",
         }
     }
 }

@@ -1,37 +1,16 @@
 //! Parsing of durations (`10s`, `500ms`, `2m`, `1.5s`, `250us`), rates
 //! (`2000/s`, `2000`, `120/m`) and sizes (`64KiB`, `1MB`, `512`) as given on
-//! the command line.
+//! the command line. Sizes and durations are `bulkwire-units`', so they mean
+//! the same here as in the server's config.
 
 use crate::error::{Error, Result};
 use std::time::Duration;
 
-/// A duration with a unit: `us`, `ms`, `s`, `m`, `h`. A bare number is
-/// seconds.
+/// A duration with a unit: `us`, `ms`, `s`, `m`, `h`, `d`. A bare number
+/// is seconds. (The parser is `bulkwire-units`', shared with the server's
+/// config and the other commands.)
 pub fn parse_duration(text: &str) -> Result<Duration> {
-    let t = text.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let secs = match unit {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(Error::config(format!(
-                "duration {text:?}: unknown unit {unit:?}"
-            )))
-        }
-    };
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| Error::config(format!("duration {text:?}: not a number")))?;
-    let v = n * secs;
-    if !(0.0..1e9).contains(&v) {
-        return Err(Error::config(format!("duration {text:?} out of range")));
-    }
-    Ok(Duration::from_secs_f64(v))
+    bulkwire_units::parse_duration(text).map_err(Error::config)
 }
 
 /// A rate in requests per second: `N`, `N/s`, `N/m`, `N/h`.
@@ -60,34 +39,9 @@ pub fn parse_rate(text: &str) -> Result<f64> {
 }
 
 /// A size in bytes: `B` (or none), binary `KiB`/`MiB`/`GiB` (also `K`,
-/// `M`, `G`), decimal `kB`/`MB`/`GB`.
+/// `M`, `G`), decimal `kB`/`MB`/`GB` (`bulkwire-units`).
 pub fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let mult: f64 = match unit {
-        "" | "B" => 1.0,
-        "K" | "k" | "KiB" | "kiB" => 1024.0,
-        "kB" | "KB" => 1e3,
-        "M" | "MiB" => 1024.0 * 1024.0,
-        "MB" => 1e6,
-        "G" | "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "GB" => 1e9,
-        _ => {
-            return Err(Error::config(format!(
-                "size {text:?}: unknown unit {unit:?} (B, KiB, MiB, GiB, kB, MB, GB)"
-            )))
-        }
-    };
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| Error::config(format!("size {text:?}: not a number")))?;
-    let v = (n * mult).round();
-    if !(0.0..=1e15).contains(&v) {
-        return Err(Error::config(format!("size {text:?} out of range")));
-    }
-    Ok(v as u64)
+    bulkwire_units::parse_size(text).map_err(Error::config)
 }
 
 #[cfg(test)]

@@ -13,7 +13,13 @@
 //! The answer head and chunk sizes are parsed by `httparse`, hyper's own
 //! parser; this module adds only the I/O loop and the framing rules of
 //! RFC 9112 §6.3.
+//!
+//! An answer whose type is XML (or MTOM) may be a fault with status 200:
+//! the first [`crate::fault::PEEK_BYTES`] of its body are kept as they
+//! stream by and looked at once it is read ([`crate::fault`]). Other
+//! answers are only counted, as before.
 
+use crate::fault::{worth_a_look, Fault, Peek};
 use bytes::Bytes;
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
@@ -40,6 +46,9 @@ pub(crate) struct Wire {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The beginning of the current answer's body, when its type says it
+    /// may be a fault.
+    peek: Peek,
 }
 
 /// What the load loop keeps of an answer.
@@ -50,6 +59,8 @@ pub(crate) struct Answer {
     pub body_bytes: u64,
     /// Keep-alive: the next request may use this connection.
     pub reusable: bool,
+    /// The body was an XML-RPC or SOAP fault.
+    pub fault: Option<Fault>,
 }
 
 /// How sending a request ended.
@@ -74,6 +85,18 @@ struct Head {
     status: u16,
     framing: Framing,
     keep_alive: bool,
+    /// What to look into the body for (see [`Look`]).
+    look: Look,
+}
+
+/// Whether an answer's body is looked into for a fault, from its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Look {
+    #[default]
+    No,
+    Xml,
+    /// `multipart/related`: the envelope is in the root part.
+    Multipart,
 }
 
 fn invalid(msg: &str) -> io::Error {
@@ -92,6 +115,7 @@ impl Wire {
             buf: vec![0; READ_BUF],
             start: 0,
             end: 0,
+            peek: Peek::default(),
         }
     }
 
@@ -101,11 +125,12 @@ impl Wire {
             // The server answered before taking the whole body (a 413 on
             // Content-Length, a 401): the answer counts; the connection,
             // with part of a body unsent, cannot carry another request.
-            let body_bytes = self.read_body(h.framing).await.unwrap_or(0);
+            let body_bytes = self.read_body(&h).await.unwrap_or(0);
             return Ok(Answer {
                 status: h.status,
                 body_bytes,
                 reusable: false,
+                fault: self.fault(&h),
             });
         }
         loop {
@@ -114,12 +139,13 @@ impl Wire {
             if (100..200).contains(&h.status) && h.status != 101 {
                 continue;
             }
-            let body_bytes = self.read_body(h.framing).await?;
+            let body_bytes = self.read_body(&h).await?;
             let reusable = h.keep_alive && h.framing != Framing::UntilClose && h.status != 101;
             return Ok(Answer {
                 status: h.status,
                 body_bytes,
                 reusable,
+                fault: self.fault(&h),
             });
         }
     }
@@ -221,21 +247,38 @@ impl Wire {
         }
     }
 
-    /// Consumes the body; returns its (decoded) length.
-    async fn read_body(&mut self, framing: Framing) -> io::Result<u64> {
-        match framing {
+    /// Consumes the body; returns its (decoded) length. Keeps its
+    /// beginning in `peek` when the head says to look into it.
+    async fn read_body(&mut self, h: &Head) -> io::Result<u64> {
+        let look = h.look != Look::No;
+        if look {
+            self.peek.start(h.look == Look::Multipart);
+        }
+        match h.framing {
             Framing::Empty => Ok(0),
-            Framing::Length(n) => self.skip(n).await,
-            Framing::Chunked => self.chunked().await,
-            Framing::UntilClose => self.until_close().await,
+            Framing::Length(n) => self.skip(n, look).await,
+            Framing::Chunked => self.chunked(look).await,
+            Framing::UntilClose => self.until_close(look).await,
         }
     }
 
-    /// Consumes exactly `n` bytes.
-    async fn skip(&mut self, n: u64) -> io::Result<u64> {
+    /// The fault in the body just read, if it was looked into.
+    fn fault(&self, h: &Head) -> Option<Fault> {
+        match h.look {
+            Look::No => None,
+            Look::Xml | Look::Multipart => self.peek.fault(),
+        }
+    }
+
+    /// Consumes exactly `n` bytes (keeping them in `peek` if `look`).
+    async fn skip(&mut self, n: u64, look: bool) -> io::Result<u64> {
         let mut left = n;
         loop {
             let have = ((self.end - self.start) as u64).min(left);
+            if look {
+                self.peek
+                    .feed(&self.buf[self.start..self.start + have as usize]);
+            }
             self.start += have as usize;
             left -= have;
             if left == 0 {
@@ -248,14 +291,14 @@ impl Wire {
     }
 
     /// A chunked body (RFC 9112 §7.1): sizes, data, then trailer fields.
-    async fn chunked(&mut self) -> io::Result<u64> {
+    async fn chunked(&mut self, look: bool) -> io::Result<u64> {
         let mut total = 0u64;
         loop {
             let size = self.chunk_size().await?;
             if size == 0 {
                 break;
             }
-            total += self.skip(size).await?;
+            total += self.skip(size, look).await?;
             if !self.line().await?.is_empty() {
                 return Err(invalid("chunk data longer than its size"));
             }
@@ -287,16 +330,17 @@ impl Wire {
     }
 
     /// A body delimited by the end of the connection.
-    async fn until_close(&mut self) -> io::Result<u64> {
-        let mut total = (self.end - self.start) as u64;
-        self.start = self.end;
+    async fn until_close(&mut self, look: bool) -> io::Result<u64> {
+        let mut total = 0;
         loop {
-            let n = self.fill().await?;
-            if n == 0 {
+            total += (self.end - self.start) as u64;
+            if look {
+                self.peek.feed(&self.buf[self.start..self.end]);
+            }
+            self.start = self.end;
+            if self.fill().await? == 0 {
                 return Ok(total);
             }
-            total += n as u64;
-            self.start = self.end;
         }
     }
 
@@ -405,6 +449,7 @@ struct Fields {
     /// `Some(whether the final coding is chunked)` if Transfer-Encoding came.
     chunked: Option<bool>,
     keep_alive: bool,
+    look: Look,
 }
 
 impl Fields {
@@ -426,6 +471,7 @@ impl Fields {
             status,
             framing,
             keep_alive: self.keep_alive,
+            look: self.look,
         }
     }
 
@@ -440,6 +486,14 @@ impl Fields {
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             let last = value.rsplit(|&b| b == b',').next().unwrap_or_default();
             self.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if name.eq_ignore_ascii_case("content-type") {
+            self.look = if !worth_a_look(value) {
+                Look::No
+            } else if value.len() >= 9 && value[..9].eq_ignore_ascii_case(b"multipart") {
+                Look::Multipart
+            } else {
+                Look::Xml
+            };
         } else if name.eq_ignore_ascii_case("connection") {
             for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 if token.eq_ignore_ascii_case(b"close") {
@@ -603,6 +657,49 @@ mod tests {
                 (200, 10, false)
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn xml_answers_are_looked_into_for_faults() {
+        let rpc = "<methodResponse><fault><value><struct><member><name>faultCode</name>\
+                   <value><int>403</int></value></member></struct></value></fault></methodResponse>";
+        let soap = "<e:Envelope xmlns:e=\"u\"><e:Body><e:Fault><e:Code><e:Value>e:Receiver\
+                    </e:Value></e:Code></e:Fault></e:Body></e:Envelope>";
+        let (soap1, soap2) = soap.split_at(40);
+        let leak = |s: String| -> &'static [u8] { Box::leak(s.into_bytes().into_boxed_slice()) };
+        let answers: Vec<&[u8]> = vec![
+            leak(format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\r\n{rpc}",
+                rpc.len()
+            )),
+            leak(format!(
+                "HTTP/1.1 500 Error\r\nContent-Type: application/soap+xml\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{soap1}\r\n{:x}\r\n{soap2}\r\n0\r\n\r\n",
+                soap1.len(),
+                soap2.len()
+            )),
+            // Not XML: the same bytes are only counted.
+            leak(format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{rpc}",
+                rpc.len()
+            )),
+            // Until the connection closes.
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\n\r\n<methodResponse><params/></methodResponse>",
+        ];
+        let mut w = client(serve_once(answers, true).await).await;
+        let body = [Bytes::from_static(b"BODY")];
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let a = w.exchange(b"POST / HTTP/1.1\r\n\r\n", &body).await.unwrap();
+            got.push((a.status, a.fault.map(|f| f.to_string())));
+        }
+        let want = [
+            (200, Some("xmlrpc:403".to_string())),
+            (500, Some("soap:Receiver".to_string())),
+            (200, None),
+            (200, None),
+        ];
+        assert_eq!(got, want);
     }
 
     #[tokio::test]

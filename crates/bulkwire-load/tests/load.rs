@@ -7,7 +7,7 @@
 mod common;
 
 use bulkwire_load::{execute, ErrorKind, Options, Report, ScenarioKind};
-use common::{payload_file, sha, Behavior, TestServer};
+use common::{payload_file, sha, Behavior, Reply, TestServer, SOAP12_FAULT, XMLRPC_FAULT_403};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -155,6 +155,225 @@ fn errors_are_counted_by_status_and_thresholds_fail() {
     let failed: Vec<_> = out.failed.iter().map(|t| t.threshold.as_str()).collect();
     assert_eq!(failed, ["errors<1%"]);
     assert!((out.failed[0].actual - 25.0).abs() < 1e-9);
+    assert_eq!(out.failed[0].unit, "%");
+    assert_eq!(r.faults, 0);
+    assert!(r.by_fault.is_empty());
+    let table = bulkwire_load::output::table(r);
+    for line in [
+        "  status    200: 30 requests (75.0 %), 503: 10 requests (25.0 %)\n",
+        "  errors    10 requests (25.000 %): 0 faults, 10 other non-2xx, 0 without an answer\n",
+        "  FAIL      errors<1% (actual 25.000 %)\n",
+        "  ok        errors<=10 (actual 10.000 requests)\n",
+    ] {
+        assert!(table.contains(line), "{line}in\n{table}");
+    }
+    assert!(
+        !table.contains("faults    "),
+        "no fault line without faults"
+    );
+}
+
+/// The issue's case: an XML-RPC endpoint that refuses the password answers
+/// every call with a `<fault>` over HTTP 200. Every one is an error, with
+/// its code, and an error threshold fails.
+#[test]
+fn xmlrpc_faults_over_200_are_errors_with_their_code() {
+    let server = TestServer::start(Behavior {
+        reply: Some(XMLRPC_FAULT_403),
+        ..Behavior::default()
+    });
+    let (path, _) = payload_file("fault.jpg", 3_000);
+    let mut o = quiet(&server.url("/xmlrpc"), ScenarioKind::Xmlrpc);
+    o.files = vec![path];
+    o.user = Some("admin:wrong".into());
+    o.requests = Some(30);
+    o.connections = Some(3);
+    o.thresholds = vec!["errors<1%".into()];
+    let out = execute(&o).unwrap();
+    let r = &out.report;
+    assert_eq!((r.completed, r.ok, r.errors, r.faults), (30, 0, 30, 30));
+    assert_eq!(r.error_rate, 1.0);
+    assert_eq!(r.by_status.get("200"), Some(&30), "the status says 200");
+    assert_eq!(r.by_fault.get("xmlrpc:403"), Some(&30));
+    assert_eq!(r.by_fault.len(), 1);
+    assert_eq!(r.bytes_received, 30 * XMLRPC_FAULT_403.body.len() as u64);
+    let failed: Vec<_> = out.failed.iter().map(|t| t.threshold.as_str()).collect();
+    assert_eq!(failed, ["errors<1%"]);
+    assert_eq!(out.failed[0].actual, 100.0);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 30);
+    let call = seen[0].xml.as_ref().unwrap();
+    assert_eq!(
+        (call.method.as_str(), call.password.as_deref()),
+        ("wp.uploadFile", Some("wrong"))
+    );
+
+    let table = bulkwire_load::output::table(r);
+    for line in [
+        "  faults    xmlrpc:403: 30 requests (100.0 %)\n",
+        "  errors    30 requests (100.000 %): 30 faults, 0 other non-2xx, 0 without an answer\n",
+    ] {
+        assert!(table.contains(line), "{line}in\n{table}");
+    }
+    let j = serde_json::to_value(r).unwrap();
+    assert_eq!(j["by_fault"]["xmlrpc:403"], 30);
+    assert_eq!(j["faults"], 30);
+}
+
+/// A SOAP 1.2 fault (here with 400) is one error, counted under its status
+/// and under its code.
+#[test]
+fn soap_faults_are_errors_with_their_code() {
+    let server = TestServer::start(Behavior {
+        reply: Some(SOAP12_FAULT),
+        ..Behavior::default()
+    });
+    let (path, _) = payload_file("fault.bin", 2_000);
+    let mut o = quiet(&server.url("/soap"), ScenarioKind::Mtom);
+    o.files = vec![path];
+    o.requests = Some(12);
+    o.connections = Some(2);
+    let r = run(&o);
+    assert_eq!((r.completed, r.ok, r.errors, r.faults), (12, 0, 12, 12));
+    assert_eq!(r.by_status.get("400"), Some(&12));
+    assert_eq!(r.by_fault.get("soap:Sender"), Some(&12));
+    let table = bulkwire_load::output::table(&r);
+    assert!(
+        table.contains("12 faults, 0 other non-2xx, 0 without an answer"),
+        "a fault with a 400 counts once: {table}"
+    );
+}
+
+/// XML that is not a fault, and a fault-looking body that is not XML, are
+/// successes.
+#[test]
+fn only_faults_in_xml_answers_count() {
+    for (content_type, body) in [
+        (
+            "text/xml",
+            "<methodResponse><params><param><value><string>ok</string></value></param></params></methodResponse>",
+        ),
+        ("text/plain", XMLRPC_FAULT_403.body),
+    ] {
+        let server = TestServer::start(Behavior {
+            reply: Some(Reply {
+                status: 200,
+                content_type,
+                body,
+            }),
+            ..Behavior::default()
+        });
+        let mut o = quiet(&server.url("/"), ScenarioKind::Raw);
+        o.requests = Some(5);
+        let r = run(&o);
+        assert_eq!((r.ok, r.errors, r.faults), (5, 0, 0), "{content_type}");
+    }
+}
+
+/// `--method PUT` with `{seq}` in the path, as for `PUT /v1/media/{name}`:
+/// each request names its own file, and the server sees each name once.
+#[test]
+fn put_with_seq_and_uuid_in_the_path() {
+    let server = TestServer::start(Behavior::default());
+    let (path, data) = payload_file("put.bin", 10_000);
+    let mut o = quiet(
+        &server.url("/v1/media/img-{seq}.bin?id={uuid}"),
+        ScenarioKind::Raw,
+    );
+    o.method = "PUT".into();
+    o.files = vec![path];
+    o.requests = Some(40);
+    o.connections = Some(4);
+    let r = run(&o);
+    assert_eq!((r.ok, r.method.as_str()), (40, "PUT"));
+    let seen = server.seen();
+    let mut seqs = Vec::new();
+    let mut ids = HashSet::new();
+    for s in &seen {
+        assert_eq!(s.method, "PUT");
+        assert_eq!(s.sha256, sha(&data));
+        let (file, id) = s.path.split_once("?id=").unwrap();
+        let n = file
+            .strip_prefix("/v1/media/img-")
+            .unwrap()
+            .strip_suffix(".bin")
+            .unwrap();
+        seqs.push(n.parse::<u64>().unwrap());
+        assert!(is_uuid_v4(id), "{id}");
+        assert!(ids.insert(id.to_owned()), "uuid {id} repeated");
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..40).collect::<Vec<_>>());
+    assert!(bulkwire_load::output::table(&r).contains("raw PUT http://"));
+}
+
+#[test]
+fn a_fixed_path_keeps_its_method() {
+    let server = TestServer::start(Behavior::default());
+    let mut o = quiet(&server.url("/v1/media/one.bin"), ScenarioKind::Raw);
+    o.method = "patch".into();
+    o.requests = Some(3);
+    assert_eq!(run(&o).ok, 3);
+    assert!(server
+        .seen()
+        .iter()
+        .all(|s| s.method == "PATCH" && s.path == "/v1/media/one.bin"));
+
+    for bad in ["HEAD", "GET /", ""] {
+        o.method = bad.into();
+        let e = execute(&o).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config, "{bad:?}");
+    }
+}
+
+/// A metrics page without a memory gauge: the run goes on, without memory
+/// figures, and says why once.
+#[test]
+fn watch_metrics_without_a_gauge_warns_and_runs() {
+    let server = TestServer::start(Behavior {
+        reply: Some(Reply {
+            status: 200,
+            content_type: "text/plain; version=0.0.4",
+            body: "# TYPE http_requests_total counter\nhttp_requests_total 7\n",
+        }),
+        ..Behavior::default()
+    });
+    let mut o = quiet(&server.url("/"), ScenarioKind::Raw);
+    o.watch_metrics = Some(server.url("/metrics"));
+    o.requests = Some(10);
+    let r = run(&o);
+    assert_eq!(r.ok, 10);
+    assert!(r.memory.is_none());
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    let w = &r.warnings[0];
+    assert!(w.contains(&server.url("/metrics")), "{w}");
+    assert!(w.contains("bulkwire_process_resident_memory_bytes"), "{w}");
+    assert!(!bulkwire_load::output::table(&r).contains("  server "));
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!(j["warnings"][0], w.as_str());
+}
+
+/// bulkwire's own gauge name is read.
+#[test]
+fn watch_metrics_reads_bulkwires_gauge() {
+    let server = TestServer::start(Behavior {
+        reply: Some(Reply {
+            status: 200,
+            content_type: "text/plain; version=0.0.4",
+            body: "# TYPE bulkwire_process_resident_memory_bytes gauge\n\
+                   bulkwire_process_resident_memory_bytes 52428800\n",
+        }),
+        ..Behavior::default()
+    });
+    let mut o = quiet(&server.url("/"), ScenarioKind::Raw);
+    o.watch_metrics = Some(server.url("/metrics"));
+    o.requests = Some(10);
+    let r = run(&o);
+    let m = r.memory.as_ref().expect("memory sampled");
+    assert_eq!((m.start_bytes, m.peak_bytes), (52_428_800, 52_428_800));
+    assert!(r.warnings.is_empty());
+    let j = serde_json::to_value(&r).unwrap();
+    assert!(j.get("warnings").is_none());
 }
 
 #[test]
@@ -276,11 +495,54 @@ fn json_and_html_reports_are_written() {
     let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
     assert_eq!(
         html.matches("<svg").count(),
-        4,
-        "timeline, percentiles, boxes, memory"
+        6,
+        "requests/s, statuses, latency over time, percentiles, boxes, memory"
     );
+    assert!(html.contains("<h2>Requests per second (by completion second)</h2>\n<svg"));
+    assert!(html.contains("<h2>Answers by status and fault</h2>\n<svg"));
+    assert!(html.contains(">status 200</text>"));
+    assert!(html.contains(">requests/s</text>"));
     assert!(html.contains("<polyline") && html.contains("<rect"));
     assert!(!html.contains("<script"));
+    for external in ["src=", "href=", "@import", "url("] {
+        assert!(!html.contains(external), "no external assets: {external}");
+    }
+    // Every axis label is a round value: 1, 2 or 5 times a power of ten
+    // times a whole number.
+    for label in axis_labels(&html) {
+        assert!(is_round(label), "tick {label}");
+    }
+}
+
+/// The numbers of the axis tick labels (centred or right-aligned text that
+/// is only a number).
+fn axis_labels(html: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    for part in html.split("text-anchor=\"").skip(1) {
+        if !(part.starts_with("middle\">") || part.starts_with("end\">")) {
+            continue;
+        }
+        let text = &part[part.find('>').unwrap() + 1..part.find("</text>").unwrap()];
+        if let Ok(v) = text.parse::<f64>() {
+            out.push(v);
+        }
+    }
+    assert!(out.len() >= 20, "{out:?}");
+    out
+}
+
+fn is_round(v: f64) -> bool {
+    if v == 0.0 {
+        return true;
+    }
+    // Some step 1, 2 or 5 x 10^k of which v is a whole multiple, with
+    // few enough digits to be a tick (not a measured value).
+    (-4..8).any(|k| {
+        [1.0, 2.0, 5.0].iter().any(|m| {
+            let q = v / (m * 10f64.powi(k));
+            (q - q.round()).abs() < 1e-6 && q.abs() <= 20.0
+        })
+    })
 }
 
 #[test]

@@ -13,7 +13,10 @@ fn cargo_test_fixture(ci: bool) -> Output {
         .arg("--manifest-path")
         .arg(dir.join("Cargo.toml"))
         .arg("--offline")
-        .env("CARGO_TARGET_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture"))
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture"),
+        )
         .env("BULKWIRE_HIDE_RUNTIMES", "node")
         .env_remove("CI");
     if ci {
@@ -35,7 +38,10 @@ fn missing_runtime_is_ignored_outside_ci_and_fails_under_ci() {
     let out = cargo_test_fixture(false);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
-    assert!(t.contains("test needs_node ... ignored, needs node and npm"), "{t}");
+    assert!(
+        t.contains("test needs_node ... ignored, needs node and npm"),
+        "{t}"
+    );
     assert!(t.contains("0 passed; 0 failed; 1 ignored"), "{t}");
 
     let out = cargo_test_fixture(true);

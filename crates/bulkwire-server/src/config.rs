@@ -70,6 +70,7 @@ pub struct S3Keys {
     pub allow_http: Option<bool>,
     /// Bytes per multipart part (default 8 MiB, at least S3's 5 MiB); an
     /// upload holds at most two parts in memory.
+    #[serde(deserialize_with = "bulkwire_units::de::opt_size")]
     pub part_size: Option<u64>,
 }
 
@@ -117,51 +118,67 @@ impl Config {
     }
 }
 
-/// Every cap the server applies, with finite defaults.
+/// Every cap the server applies, with finite defaults. In TOML, sizes take
+/// an integer (bytes) or a string with a unit (`"4 GiB"`, `"64KiB"`), and
+/// `_ms`/`_s` keys an integer in that unit or a duration (`"30s"`, `"24h"`):
+/// crate `bulkwire-units`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Bytes in one request body.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub body_bytes: u64,
     /// Bytes in one stored file.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub file_bytes: u64,
     /// Parts in one multipart body (files and fields).
     pub parts: usize,
     /// Text fields (parts without `filename`) in one body.
     pub fields: usize,
     /// Bytes of one text field.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub field_bytes: u64,
     /// Bytes of all text fields of one body together (they are held in
     /// memory to be returned).
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub fields_total_bytes: u64,
     /// Bytes of a SOAP envelope outside its binary `data` (tags, text
     /// fields, white space); the binary itself streams to storage.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub soap_envelope_bytes: u64,
     /// Calls in one XML-RPC `system.multicall` (a fault beyond).
     pub xmlrpc_multicall: usize,
     /// Bytes of one part's header block.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub part_header_bytes: usize,
     /// Header fields in one part.
     pub part_headers: usize,
     /// Bytes before the first multipart delimiter.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub preamble: usize,
     /// Bytes after the close delimiter.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub epilogue: usize,
     /// Longest wait for the next piece of a request body (408 after).
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub idle_timeout_ms: u64,
     /// Longest wait for a request's header block.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub header_timeout_ms: u64,
     /// Uploads in progress at once (503 beyond).
     pub max_uploads: usize,
     /// Bytes all uploads in progress may hold in memory together; each
     /// upload reserves [`Limits::upload_reserve`] of it (503 when short).
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub memory_budget: u64,
     /// The HTTP read buffer's cap, which bounds one body chunk.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub read_buffer: usize,
     /// File bytes gathered before they are handed to storage in one write
     /// (one batch is written while the next is gathered). Larger batches
     /// mean fewer hand-offs to the blocking pool, and more memory per
     /// upload: see [`Limits::upload_reserve`].
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub write_batch: usize,
     /// Lingering close: after an answer sent before the request body was
     /// read to its end, the server half-closes and reads and discards what
@@ -170,23 +187,29 @@ pub struct Limits {
     /// `linger_ms` in all, `linger_idle_ms` without data, `linger_bytes`
     /// (nginx's `lingering_time`, `lingering_timeout`). No upload slot or
     /// memory reservation is held meanwhile.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub linger_ms: u64,
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub linger_idle_ms: u64,
     /// Also read under its former name `drain_bytes`, the bound of the
     /// drain that lingering replaced.
     #[serde(alias = "drain_bytes")]
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub linger_bytes: u64,
     /// Slowest body accepted, in bytes per second, once
     /// `min_body_rate_grace_ms` have passed: a body's deadline is the grace
     /// plus one second per `min_body_rate` bytes received (Apache
     /// `mod_reqtimeout`'s `body=20,MinRate=500`); later is 408. 0 turns it
     /// off (the idle timeout still applies).
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub min_body_rate: u64,
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub min_body_rate_grace_ms: u64,
     /// Body bytes read before a request's credentials are checked: an
     /// XML-RPC call must have named its user and password within them, and
     /// a call that does not upload is read whole within them. Nothing is
     /// admitted (no upload slot, no memory reservation) before.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub preauth_bytes: u64,
     /// Connections open at once. Absent: derived from the process's
     /// descriptor limit at start-up (see `crate::conns`). At the cap a
@@ -202,12 +225,15 @@ pub struct Limits {
     /// Most items one `GET /v1/media` returns.
     pub list_limit: usize,
     /// Bytes of an uploaded file's name kept in metadata.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub filename_bytes: usize,
     /// How long in-flight requests may run on after SIGTERM/SIGINT.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub shutdown_grace_ms: u64,
     /// How long a passed login (token or user) is remembered before the
     /// store is asked again: a revoked token or removed user stops working
     /// within this. 0 asks every time (see `crate::auth`).
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub auth_cache_ms: u64,
     /// Logins remembered at once.
     pub auth_cache_entries: usize,
@@ -217,22 +243,28 @@ pub struct Limits {
     pub meta_connections: usize,
     /// Longest wait for a metadata connection or an S3 request to start
     /// answering; a store that is away fails requests (503) after it.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub store_timeout_ms: u64,
     /// A node whose heartbeat is older than this is presumed dead: any
     /// node's janitor then removes what its unfinished uploads left
     /// (`bulkwire_store::lease`). Heartbeats come every sixth of it.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub lease_ms: u64,
     /// How often each node's janitor looks for expired leases.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub janitor_interval_ms: u64,
     /// Bytes of a resumable upload's `Upload-Metadata` header.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub upload_metadata_bytes: usize,
     /// Unfinished resumable uploads one credential may have at once.
     pub open_uploads: usize,
     /// Seconds a resumable upload lives after its last request (tus
     /// `Upload-Expires`); then the janitor removes it and what it stored.
+    #[serde(deserialize_with = "bulkwire_units::de::secs")]
     pub upload_expiry_s: u64,
     /// A resumable upload's bytes are made durable, and its offset saved,
     /// at least every this many bytes of a request's body (and at its end).
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
     pub upload_sync_bytes: u64,
     /// Partial uploads one tus concatenation may name.
     pub concat_uploads: usize,

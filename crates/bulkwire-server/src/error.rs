@@ -108,6 +108,9 @@ pub struct ApiError {
     pub message: String,
     /// For [`Kind::Limit`] and [`Kind::Busy`]: which cap and its value.
     pub limit: Option<(&'static str, u64)>,
+    /// For [`Kind::MethodNotAllowed`]: the methods the resource takes, sent
+    /// as `Allow` (RFC 9110 section 15.5.6 requires it on a 405).
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
@@ -116,6 +119,19 @@ impl ApiError {
             kind,
             message: message.into(),
             limit: None,
+            allow: None,
+        }
+    }
+
+    /// 405: the resource exists but takes only the methods in `allow`
+    /// (e.g. `"GET, HEAD"`).
+    pub fn method_not_allowed(method: &http::Method, allow: &'static str) -> Self {
+        ApiError {
+            allow: Some(allow),
+            ..ApiError::new(
+                Kind::MethodNotAllowed,
+                format!("{method} is not allowed here; this resource takes {allow}"),
+            )
         }
     }
 
@@ -125,6 +141,7 @@ impl ApiError {
             kind: Kind::Limit,
             message: format!("limit {name} = {value} exceeded"),
             limit: Some((name, value)),
+            allow: None,
         }
     }
 
@@ -134,6 +151,7 @@ impl ApiError {
             kind: Kind::Busy,
             message: format!("server busy: {name} = {value} reached, retry later"),
             limit: Some((name, value)),
+            allow: None,
         }
     }
 

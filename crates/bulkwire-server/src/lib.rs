@@ -19,6 +19,7 @@
 //! New upload formats (XML-RPC, SOAP/MTOM) plug into [`upload::Ingest`].
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod admission;
 pub mod auth;
 mod config;

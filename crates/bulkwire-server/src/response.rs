@@ -89,6 +89,9 @@ pub fn error(e: &ApiError, close: bool) -> Response {
         }
         _ => {}
     }
+    if let Some(allow) = e.allow {
+        h.insert(http::header::ALLOW, HeaderValue::from_static(allow));
+    }
     if close {
         h.insert(CONNECTION, HeaderValue::from_static("close"));
     }

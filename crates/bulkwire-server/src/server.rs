@@ -68,11 +68,40 @@ pub struct Server {
     swept: (usize, usize),
 }
 
+/// The data directory, or an error naming it.
+fn create_data_dir(dir: &std::path::Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        let m = format!("cannot create the data directory {}: {e}", dir.display());
+        io::Error::new(e.kind(), m)
+    })
+}
+
+/// A listen error that names the address and what to do.
+fn bind_error(addr: SocketAddr, e: io::Error) -> io::Error {
+    let hint = match e.kind() {
+        io::ErrorKind::AddrInUse => {
+            let next = SocketAddr::new(addr.ip(), addr.port().wrapping_add(1).max(1));
+            format!(
+                "; another process listens there (another bulkwire serve?): stop it, or choose \
+                 another address with --listen {next} (or `listen` in the config)"
+            )
+        }
+        io::ErrorKind::PermissionDenied => {
+            "; ports below 1024 need privileges: choose a port above 1024 with --listen".into()
+        }
+        io::ErrorKind::AddrNotAvailable => {
+            "; no interface of this machine has that address: try 127.0.0.1 or 0.0.0.0".into()
+        }
+        _ => String::new(),
+    };
+    io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}{hint}"))
+}
+
 impl Server {
     /// Opens the stores the configuration names (`crate::stores`; the
     /// embedded ones under `config.data` by default) and binds.
     pub async fn bind(config: Config) -> io::Result<Server> {
-        std::fs::create_dir_all(&config.data)?;
+        create_data_dir(&config.data)?;
         let (blobs, meta) = crate::stores::open(&config)
             .await
             .map_err(io::Error::other)?;
@@ -86,12 +115,14 @@ impl Server {
         meta: Arc<dyn MetaStore>,
     ) -> io::Result<Server> {
         config.limits.validate().map_err(io::Error::other)?;
-        std::fs::create_dir_all(&config.data)?;
+        create_data_dir(&config.data)?;
         // Bind first: a second server started on the same address and data
         // directory must fail before it sweeps the first one's temp files,
         // and a token stored by a start that then failed would never be
         // shown.
-        let listener = TcpListener::bind(config.listen).await?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| bind_error(config.listen, e))?;
         let node: Arc<str> = Arc::from(crate::state::node_id());
         let swept = start_cleanup(blobs.as_ref(), meta.as_ref(), &node).await?;
         // Alive before the first lease: no janitor elsewhere may see this
@@ -220,11 +251,12 @@ impl Server {
                 return;
             }
         };
+        let peer = stream.peer_addr().ok();
         let io = TokioIo::new(Io::new(stream, state.clone(), Some(handle.clone())));
         let svc_handle = handle.clone();
         let svc = service_fn(move |req| {
             let busy = svc_handle.busy();
-            handlers::handle(state.clone(), req, busy)
+            handlers::handle(state.clone(), req, busy, peer)
         });
         let conn = builder.serve_connection(io, svc);
         tokio::spawn(serve(conn, handle, shed, stop.clone()));

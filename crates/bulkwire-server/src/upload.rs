@@ -66,10 +66,13 @@ pub struct BodyReader {
     done: bool,
     /// Shared with admission, which may ask this upload to yield.
     progress: Arc<Progress>,
+    /// The request's access-log entry, which counts the bytes read.
+    entry: Option<Arc<crate::access::Entry>>,
 }
 
 impl BodyReader {
-    pub fn new(state: &Arc<AppState>, body: Incoming) -> BodyReader {
+    pub fn new(state: &Arc<AppState>, parts: &http::request::Parts, body: Incoming) -> BodyReader {
+        let entry = parts.extensions.get::<Arc<crate::access::Entry>>().cloned();
         let done = http_body::Body::is_end_stream(&body);
         BodyReader {
             state: state.clone(),
@@ -78,6 +81,7 @@ impl BodyReader {
             received: 0,
             done,
             progress: Progress::new(),
+            entry,
         }
     }
 
@@ -133,6 +137,9 @@ impl BodyReader {
                 .metrics
                 .bytes_received
                 .fetch_add(data.len() as u64, Relaxed);
+            if let Some(e) = &self.entry {
+                e.received(data.len() as u64);
+            }
             if self.received > limit {
                 return Err(ApiError::limit("body_bytes", limit));
             }

@@ -1,13 +1,14 @@
 //! A test server on 127.0.0.1:0 that records what each request carried:
 //! the whole body's hash, and for multipart bodies the parts as parsed back
 //! with `bulkwire_multipart`. It can pause on a schedule (to show
-//! coordinated omission) and answer chosen requests with an error status;
-//! it counts the connections it accepted.
+//! coordinated omission), answer chosen requests with an error status, or
+//! answer every request with a canned reply (an XML-RPC or SOAP fault, a
+//! metrics page); it counts the connections it accepted.
 
 #![allow(dead_code)]
 
 use bulkwire_multipart::{Event, Limits, Parser};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -35,6 +36,7 @@ pub struct FileSeen {
 pub struct Seen {
     /// When its head arrived.
     pub at: Instant,
+    pub method: String,
     /// The request target (`/path?query`).
     pub path: String,
     pub content_type: String,
@@ -73,7 +75,38 @@ pub struct Behavior {
     pub pause: Option<(Duration, Duration)>,
     /// Answer request number `n` (by arrival) with 503 when `n % every == every - 1`.
     pub fail_every: Option<u64>,
+    /// Answer every request with this (instead of an empty 200).
+    pub reply: Option<Reply>,
 }
+
+/// A canned answer.
+#[derive(Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: &'static str,
+}
+
+/// What bulkwire's `/xmlrpc` answers a wrong password, with HTTP 200.
+pub const XMLRPC_FAULT_403: Reply = Reply {
+    status: 200,
+    content_type: "text/xml; charset=UTF-8",
+    body: "<?xml version=\"1.0\"?>\n<methodResponse><fault><value><struct>\
+           <member><name>faultCode</name><value><int>403</int></value></member>\
+           <member><name>faultString</name><value><string>Incorrect username or password.\
+           </string></value></member></struct></value></fault></methodResponse>\n",
+};
+
+/// A SOAP 1.2 `Sender` fault, as bulkwire's `/soap` answers a bad request.
+pub const SOAP12_FAULT: Reply = Reply {
+    status: 400,
+    content_type: "application/soap+xml; charset=utf-8",
+    body: "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<env:Envelope \
+           xmlns:env=\"http://www.w3.org/2003/05/soap-envelope\"><env:Body><env:Fault>\
+           <env:Code><env:Value>env:Sender</env:Value></env:Code><env:Reason>\
+           <env:Text xml:lang=\"en\">unauthorized</env:Text></env:Reason></env:Fault>\
+           </env:Body></env:Envelope>\n",
+};
 
 pub struct TestServer {
     pub addr: SocketAddr,
@@ -159,7 +192,7 @@ async fn serve(
 async fn handle(
     state: Arc<State>,
     req: Request<Incoming>,
-) -> Result<Response<Empty<Bytes>>, Infallible> {
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let at = Instant::now();
     let n = state.count.fetch_add(1, Ordering::Relaxed);
     if let Some((period, pause)) = state.behavior.pause {
@@ -172,7 +205,15 @@ async fn handle(
     }
     let seen = record(at, req).await;
     state.seen.lock().unwrap().push(seen);
-    let mut resp = Response::new(Empty::new());
+    if let Some(r) = &state.behavior.reply {
+        let resp = Response::builder()
+            .status(r.status)
+            .header("content-type", r.content_type)
+            .body(Full::new(Bytes::from_static(r.body.as_bytes())))
+            .unwrap();
+        return Ok(resp);
+    }
+    let mut resp = Response::new(Full::new(Bytes::new()));
     if state.behavior.fail_every.is_some_and(|k| n % k == k - 1) {
         *resp.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
     }
@@ -191,6 +232,7 @@ async fn record(at: Instant, req: Request<Incoming>) -> Seen {
     let content_type = header("content-type").unwrap_or_default();
     let content_length = header("content-length").and_then(|v| v.parse().ok());
     let path = req.uri().to_string();
+    let method = req.method().to_string();
     let headers = req
         .headers()
         .iter()
@@ -214,6 +256,7 @@ async fn record(at: Instant, req: Request<Incoming>) -> Seen {
     xml.feed(&[], true);
     Seen {
         at,
+        method,
         path,
         content_type,
         content_length,

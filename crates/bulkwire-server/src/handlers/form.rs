@@ -27,7 +27,7 @@ const FORMAT: &str = "multipart";
 /// Handles the request; never fails (errors become responses).
 pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     let (parts, body) = req.into_parts();
-    let mut reader = BodyReader::new(state, body);
+    let mut reader = BodyReader::new(state, &parts, body);
     let result = run(state, &parts.headers, &mut reader).await;
     finish_upload(state, FORMAT, &reader, result)
 }
@@ -52,18 +52,36 @@ enum Action {
     End,
 }
 
+/// The boundary of a `multipart/form-data` body. Anything else is 415 with
+/// what to send instead: the commonest mistake is a raw body posted here
+/// (`curl --data-binary @f` sends `application/x-www-form-urlencoded`).
 fn form_boundary(headers: &HeaderMap) -> Result<String, ApiError> {
+    let ct = headers.get(http::header::CONTENT_TYPE);
     let unsupported = || {
+        let got = match ct {
+            Some(v) => format!("Content-Type {:?}", String::from_utf8_lossy(v.as_bytes())),
+            None => "no Content-Type".to_string(),
+        };
         ApiError::new(
             Kind::Unsupported,
-            "Content-Type must be multipart/form-data",
+            format!(
+                "POST /v1/media takes multipart/form-data (curl -F file=@photo.jpg), got {got}; \
+                 send a raw body with PUT /v1/media/NAME (curl -T photo.jpg)"
+            ),
         )
     };
-    let ct = headers
-        .get(http::header::CONTENT_TYPE)
-        .ok_or_else(unsupported)?;
-    let ct = ct.to_str().map_err(|_| unsupported())?;
-    let ct = ContentType::parse(ct)?;
+    let raw = ct
+        .ok_or_else(unsupported)?
+        .to_str()
+        .map_err(|_| unsupported())?;
+    let multipart = raw
+        .get(..10)
+        .is_some_and(|p| p.eq_ignore_ascii_case("multipart/"));
+    if !multipart {
+        return Err(unsupported());
+    }
+    // A multipart type keeps the codec's precise answer (no boundary, …).
+    let ct = ContentType::parse(raw)?;
     if ct.subtype != Subtype::FormData {
         return Err(unsupported());
     }

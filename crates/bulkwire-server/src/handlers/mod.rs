@@ -7,14 +7,15 @@
 //! | `GET /metrics` | Prometheus text |
 //! | `POST /v1/media` | [`form::upload`] (`multipart/form-data`) |
 //! | `PUT /v1/media/{name}` | [`raw::upload`] |
-//! | `GET /v1/media` | [`media::list`] |
+//! | `GET`, `HEAD /v1/media` | [`media::list`] |
 //! | `GET`, `HEAD /v1/media/{id}` | [`media::download`] |
 //! | `DELETE /v1/media/{id}` | [`media::delete`] |
 //! | `POST /soap`, `GET /soap?wsdl` | [`soap::route`] (SOAP 1.1/1.2, MTOM) |
 //! | `POST /xmlrpc` (alias `/xmlrpc.php`) | [`xmlrpc::call`] (WordPress media API) |
 //! | `/v1/uploads`, `/v1/uploads/{id}` | [`tus::route`] (tus 1.0, IETF resumable uploads) |
 //!
-//! Everything under `/v1` needs credentials (see [`crate::auth`]); `/soap`
+//! Any other method on these paths is 405 with `Allow` (RFC 9110 section
+//! 15.5.6). Everything under `/v1` needs credentials (see [`crate::auth`]); `/soap`
 //! checks them itself, to answer with a SOAP fault, and `/xmlrpc` takes a
 //! user's name and password in the call, as WordPress does.
 
@@ -25,6 +26,7 @@ pub mod soap;
 pub mod tus;
 pub mod xmlrpc;
 
+use crate::access;
 use crate::conns::{Busy, ConnHandle};
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
@@ -34,18 +36,21 @@ use crate::upload::BodyReader;
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The service function: every request, timed. `busy` marks the
-/// connection busy (never shed) until the answer's body is dropped, which
-/// hyper does once it is sent.
+/// The service function: every request, timed and logged (`crate::access`,
+/// `X-Request-Id`). `busy` marks the connection busy (never shed) until the
+/// answer's body is dropped, which hyper does once it is sent.
 pub async fn handle(
     state: Arc<AppState>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     busy: Busy,
+    peer: Option<SocketAddr>,
 ) -> Result<Response, Infallible> {
     let start = Instant::now();
+    let entry = access::Entry::begin(&mut req, peer);
     let r = match framing_error(&req) {
         // The framing itself is in doubt: whatever follows on this
         // connection must not be read as the next request.
@@ -56,7 +61,11 @@ pub async fn handle(
         None => route(&state, req, busy.conn()).await,
     };
     state.metrics.observe_request(start.elapsed());
-    Ok(r.map(|b| response::guarded(b, busy)))
+    let status = r.status().as_u16();
+    let mut r = r.map(|b| access::logged(entry.clone(), status, response::guarded(b, busy)));
+    r.headers_mut()
+        .insert(access::X_REQUEST_ID, entry.id().clone());
+    Ok(r)
 }
 
 /// `GET /readyz`: 200 when both stores answer, else 503 (`Retry-After`)
@@ -123,14 +132,17 @@ fn framing_error(req: &Request<Incoming>) -> Option<ApiError> {
 async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHandle>) -> Response {
     let path = req.uri().path();
     let m = req.method();
+    let get = m == Method::GET || m == Method::HEAD;
     match path {
-        "/healthz" if m == Method::GET || m == Method::HEAD => {
-            return response::text(StatusCode::OK, "text/plain", "ok\n".into())
-        }
-        "/readyz" if m == Method::GET || m == Method::HEAD => return readyz(state).await,
-        "/metrics" if m == Method::GET => {
+        "/healthz" if get => return response::text(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" if get => return readyz(state).await,
+        "/metrics" if get => {
             let t = state.metrics.render();
             return response::text(StatusCode::OK, "text/plain; version=0.0.4", t);
+        }
+        "/healthz" | "/readyz" | "/metrics" => {
+            let e = ApiError::method_not_allowed(m, "GET, HEAD");
+            return reject(state, req, e);
         }
         _ => {}
     }
@@ -139,10 +151,8 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
     }
     if path == "/xmlrpc" || path == "/xmlrpc.php" {
         if m != Method::POST {
-            let e = ApiError::new(
-                Kind::MethodNotAllowed,
-                "XML-RPC server accepts POST requests only",
-            );
+            let mut e = ApiError::method_not_allowed(m, "POST");
+            e.message = format!("{}: XML-RPC server accepts POST requests only", e.message);
             return reject(state, req, e);
         }
         return xmlrpc::call(state, req, Some(conn)).await;
@@ -190,17 +200,20 @@ async fn media_route(
     let tail = rest.strip_prefix('/').unwrap_or("");
     match (m, rest.is_empty()) {
         (Method::POST, true) => Ok(form::upload(state, req).await),
-        (Method::GET, true) => media::list(state, req.uri().query()).await,
+        // HEAD: the same answer, whose body hyper does not send.
+        (Method::GET | Method::HEAD, true) => media::list(state, req.uri().query()).await,
         (Method::PUT, false) => Ok(raw::upload(state, tail, req).await),
         (m @ (Method::GET | Method::HEAD), false) => {
             media::download(state, &m, tail, req.headers()).await
         }
         (Method::DELETE, false) => media::delete(state, tail).await,
-        _ => Ok(reject(
-            state,
-            req,
-            ApiError::new(Kind::MethodNotAllowed, "method not allowed"),
-        )),
+        (m, collection) => {
+            let allow = match collection {
+                true => "GET, HEAD, POST",
+                false => "GET, HEAD, PUT, DELETE",
+            };
+            Ok(reject(state, req, ApiError::method_not_allowed(&m, allow)))
+        }
     }
 }
 

@@ -16,7 +16,7 @@ const FORMAT: &str = "raw";
 
 pub async fn upload(state: &Arc<AppState>, name: &str, req: Request<Incoming>) -> Response {
     let (parts, body) = req.into_parts();
-    let mut reader = BodyReader::new(state, body);
+    let mut reader = BodyReader::new(state, &parts, body);
     let result = run(state, name, &parts.headers, &mut reader).await;
     finish_upload(state, FORMAT, &reader, result)
 }

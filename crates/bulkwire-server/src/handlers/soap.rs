@@ -95,10 +95,8 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     if m == Method::POST {
         return upload(state, req).await;
     }
-    let e = ApiError::new(
-        Kind::MethodNotAllowed,
-        "POST a SOAP request, or GET /soap?wsdl",
-    );
+    let mut e = ApiError::method_not_allowed(m, "GET, HEAD, POST");
+    e.message = format!("{}: POST a SOAP request, or GET /soap?wsdl", e.message);
     state.metrics.rejected(e.reason());
     let unread = !http_body::Body::is_end_stream(req.body());
     fault_response(SoapVersion::Soap11, &e, unread)
@@ -144,7 +142,7 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
         .unwrap_or("")
         .to_owned();
     let version = version_of(&ct);
-    let mut reader = BodyReader::new(state, body);
+    let mut reader = BodyReader::new(state, &parts, body);
     let auth = parts.headers.get(http::header::AUTHORIZATION);
     let allowed = state
         .auth
@@ -404,6 +402,9 @@ fn finish(
 fn fault_response(v: SoapVersion, e: &ApiError, close: bool) -> Response {
     let mut r = response::text(e.status(), xml::content_type(v), xml::fault(v, e));
     let h = r.headers_mut();
+    if let Some(allow) = e.allow {
+        h.insert(http::header::ALLOW, HeaderValue::from_static(allow));
+    }
     match e.kind {
         Kind::Busy => {
             h.insert(RETRY_AFTER, HeaderValue::from_static("1"));

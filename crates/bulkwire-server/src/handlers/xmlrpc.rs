@@ -251,7 +251,7 @@ pub async fn call(
 ) -> Response {
     let (parts, body) = req.into_parts();
     let base = base_url(&parts.headers);
-    let mut reader = BodyReader::new(state, body);
+    let mut reader = BodyReader::new(state, &parts, body);
     let ctx = Ctx { state, base: &base };
     // Until its login is checked, the call holds nothing worth keeping its
     // connection for at the connection cap (see `crate::conns`).

@@ -70,8 +70,12 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
         (Method::HEAD, false) => answer(state, head(state, &id, proto).await, proto),
         (Method::PATCH, false) => patch(state, req, &id, proto).await,
         (Method::DELETE, false) => answer(state, terminate(state, &id).await, proto),
-        _ => {
-            let e = ApiError::new(Kind::MethodNotAllowed, "method not allowed");
+        (m, collection) => {
+            let allow = match collection {
+                true => "POST, OPTIONS",
+                false => "HEAD, PATCH, DELETE, OPTIONS",
+            };
+            let e = ApiError::method_not_allowed(&m, allow);
             reject(state, req, e, proto)
         }
     }
@@ -265,7 +269,7 @@ async fn create(
     owner: String,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    let mut reader = BodyReader::new(state, body);
+    let mut reader = BodyReader::new(state, &parts, body);
     let r = create_run(state, &parts.headers, proto, owner, &mut reader).await;
     let counted = r.as_ref().map_or(true, |(_, appended)| *appended);
     let r = r.map(|(r, _)| r);
@@ -459,7 +463,7 @@ fn mismatch(at: u64) -> ApiError {
 /// `PATCH /v1/uploads/{id}`.
 async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: Proto) -> Response {
     let (parts, body) = req.into_parts();
-    let mut reader = BodyReader::new(state, body);
+    let mut reader = BodyReader::new(state, &parts, body);
     let r = patch_run(state, &parts.headers, id, proto, &mut reader).await;
     // A mismatch answers with the offset to resume from.
     let at = match &r {

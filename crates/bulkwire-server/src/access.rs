@@ -1,0 +1,211 @@
+//! The access log: one line per request at `info`, target `bulkwire::access`, with the method,
+//! the path (query values of credential-like keys replaced by `REDACTED`), the status, the
+//! request body bytes read, the response body bytes sent, the duration, the client's address
+//! and a request id.
+//!
+//! The line is written when hyper drops the answer's body, i.e. once it is sent or the
+//! connection is gone, so the duration and bytes out cover a whole download, not only the
+//! handler. `outcome` says which: `sent` or `cut` (the body was dropped before its end).
+//!
+//! The request id is the client's (or its proxy's) `X-Request-Id` when that is short, visible
+//! ASCII; else a fresh random one. Either way it is sent back as `X-Request-Id`, so a user can
+//! quote the line that belongs to their request.
+
+use crate::response::Body;
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::{Method, Request};
+use http_body::Frame;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// A client-given id longer than this is replaced (it goes into every log line).
+const MAX_ID: usize = 64;
+
+/// Query keys whose values are credentials or capabilities: never logged.
+const SECRET_KEYS: [&str; 8] = [
+    "token",
+    "access_token",
+    "sig",
+    "signature",
+    "key",
+    "password",
+    "pass",
+    "x-amz-signature",
+];
+
+/// One request on its way; shared with the body reader through the request's extensions.
+#[derive(Debug)]
+pub struct Entry {
+    method: Method,
+    path: String,
+    peer: Option<SocketAddr>,
+    id: HeaderValue,
+    start: Instant,
+    bytes_in: AtomicU64,
+}
+
+impl Entry {
+    /// Starts the entry for `req` and puts it in the request's extensions.
+    pub fn begin<B>(req: &mut Request<B>, peer: Option<SocketAddr>) -> Arc<Entry> {
+        let e = Arc::new(Entry {
+            method: req.method().clone(),
+            path: redacted(req.uri()),
+            peer,
+            id: request_id(req.headers().get(&X_REQUEST_ID)),
+            start: Instant::now(),
+            bytes_in: AtomicU64::new(0),
+        });
+        req.extensions_mut().insert(e.clone());
+        e
+    }
+
+    /// Counts request body bytes read by a handler.
+    pub fn received(&self, n: u64) {
+        self.bytes_in.fetch_add(n, Relaxed);
+    }
+
+    pub fn id(&self) -> &HeaderValue {
+        &self.id
+    }
+}
+
+/// Wraps the answer's body: counts the bytes sent and writes the line when it is dropped.
+pub fn logged(entry: Arc<Entry>, status: u16, body: Body) -> Body {
+    use http_body_util::BodyExt;
+    Logged {
+        body,
+        entry,
+        status,
+        sent: 0,
+        ended: false,
+    }
+    .boxed_unsync()
+}
+
+struct Logged {
+    body: Body,
+    entry: Arc<Entry>,
+    status: u16,
+    sent: u64,
+    ended: bool,
+}
+
+impl http_body::Body for Logged {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let p = Pin::new(&mut self.body).poll_frame(cx);
+        match &p {
+            Poll::Ready(Some(Ok(f))) => {
+                let n = f.data_ref().map_or(0, |d| d.len() as u64);
+                self.sent += n;
+            }
+            Poll::Ready(None) => self.ended = true,
+            _ => {}
+        }
+        p
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let e = &self.entry;
+        // hyper never polls a body it knows is empty (or a HEAD answer's).
+        let ended =
+            self.ended || http_body::Body::is_end_stream(&self.body) || e.method == Method::HEAD;
+        let outcome = if ended { "sent" } else { "cut" };
+        let peer = e.peer.map(|p| p.to_string()).unwrap_or_default();
+        tracing::info!(
+            target: "bulkwire::access",
+            method = %e.method,
+            path = %e.path,
+            status = self.status,
+            bytes_in = e.bytes_in.load(Relaxed),
+            bytes_out = self.sent,
+            ms = format_args!("{:.3}", e.start.elapsed().as_secs_f64() * 1e3),
+            client = %peer,
+            request_id = %String::from_utf8_lossy(e.id.as_bytes()),
+            outcome = %outcome,
+        );
+    }
+}
+
+/// The client's id when it is usable as is, else a random 16-hex-digit one.
+fn request_id(given: Option<&HeaderValue>) -> HeaderValue {
+    let usable = |v: &&HeaderValue| {
+        let b = v.as_bytes();
+        !b.is_empty() && b.len() <= MAX_ID && b.iter().all(|c| c.is_ascii_graphic())
+    };
+    if let Some(v) = given.filter(usable) {
+        return v.clone();
+    }
+    let id = format!("{:016x}", rand::random::<u64>());
+    HeaderValue::from_str(&id).expect("hex digits are a valid header value")
+}
+
+/// The path and query, with the values of [`SECRET_KEYS`] replaced.
+fn redacted(uri: &http::Uri) -> String {
+    let Some(q) = uri.query() else {
+        return uri.path().to_string();
+    };
+    let pairs: Vec<String> = q
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if SECRET_KEYS.iter().any(|s| k.eq_ignore_ascii_case(s)) => {
+                format!("{k}=REDACTED")
+            }
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{}?{}", uri.path(), pairs.join("&"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_in_the_query_are_redacted_and_the_rest_kept() {
+        let u: http::Uri = "/v1/media/ab?sig=s3cret&x=1&Token=t&X-Amz-Signature=z"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            redacted(&u),
+            "/v1/media/ab?sig=REDACTED&x=1&Token=REDACTED&X-Amz-Signature=REDACTED"
+        );
+        let u: http::Uri = "/v1/media".parse().unwrap();
+        assert_eq!(redacted(&u), "/v1/media");
+    }
+
+    #[test]
+    fn a_sane_client_id_is_kept_anything_else_replaced() {
+        let given = HeaderValue::from_static("req-42");
+        assert_eq!(request_id(Some(&given)), given);
+        let long = HeaderValue::from_str(&"x".repeat(MAX_ID + 1)).unwrap();
+        let fresh = request_id(Some(&long));
+        assert_eq!(fresh.len(), 16);
+        assert_ne!(fresh, long);
+        let spaced = HeaderValue::from_static("a b");
+        assert_ne!(request_id(Some(&spaced)), spaced);
+        assert_ne!(request_id(None), request_id(None));
+    }
+}
