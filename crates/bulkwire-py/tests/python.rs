@@ -297,7 +297,10 @@ fn pytest(dir: &Path, args: &[&str], label: &str) -> Report {
     r
 }
 
-#[cfg_attr(missing_python, ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)")]
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
 #[test]
 fn own_python_tests_pass() {
     // The differential test reads python-multipart's vectors (from its
@@ -335,7 +338,10 @@ fn own_python_tests_pass() {
     eprintln!("own: {passed} passed");
 }
 
-#[cfg_attr(missing_python, ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)")]
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
 #[test]
 fn python_multipart_own_suite_passes_on_bulkwire() {
     let dir = foreign(PYTHON_MULTIPART);
@@ -347,7 +353,10 @@ fn python_multipart_own_suite_passes_on_bulkwire() {
     );
 }
 
-#[cfg_attr(missing_python, ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)")]
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
 #[test]
 fn starlette_formparsers_suite_passes_on_bulkwire() {
     let dir = foreign(STARLETTE);
