@@ -60,6 +60,17 @@ pub enum TokenCmd {
 }
 
 #[derive(clap::Subcommand)]
+pub enum LinkCmd {
+    /// Replace the key that signs media links: every link handed out so far
+    /// stops working (403) on every node within `auth_cache_ms`; new ones
+    /// are signed with the new key.
+    Rotate {
+        #[command(flatten)]
+        at: Where,
+    },
+}
+
+#[derive(clap::Subcommand)]
 pub enum UserCmd {
     /// Add a user (HTTP Basic, XML-RPC and SOAP logins); the password is
     /// read from a prompt or stdin.
@@ -124,6 +135,18 @@ pub fn token(cmd: TokenCmd) -> ExitCode {
                 eprintln!("revoked token {id}");
             }
         }
+        Ok(())
+    })
+}
+
+pub fn link(cmd: LinkCmd) -> ExitCode {
+    let LinkCmd::Rotate { at } = cmd;
+    run("link rotate", &at, |meta| async move {
+        let key = bulkwire_server::links::Links::fresh_key();
+        meta.secret_set(bulkwire_server::links::KEY_NAME, key)
+            .await
+            .map_err(|e| e.to_string())?;
+        eprintln!("rotated the link key: earlier links are revoked");
         Ok(())
     })
 }

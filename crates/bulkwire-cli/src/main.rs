@@ -37,6 +37,9 @@ enum Command {
     /// store.
     #[command(subcommand)]
     User(creds::UserCmd),
+    /// Manage media links (capability URLs) in the metadata store.
+    #[command(subcommand)]
+    Link(creds::LinkCmd),
     /// Load-test an upload endpoint (see the README's "Load tool" section).
     Load(Box<load::Args>),
     /// Measure a server: memory and time against size, latency at a fixed
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => serve::run(a),
         Command::Token(c) => creds::token(c),
         Command::User(c) => creds::user(c),
+        Command::Link(c) => creds::link(c),
         Command::Load(a) => load::run(*a),
         Command::Bench(c) => bench::run(c),
     }

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 /// Flags win over the file; the file wins over defaults.
 #[derive(clap::Args)]
 pub struct Args {
-    /// TOML file with any of: listen, data, tokens, users, [limits].
+    /// TOML file with any of: listen, data, tokens, users, meta, blobs,
+    /// public_url, link_ttl, cors_origins, [s3], [limits].
     #[arg(long, env = "BULKWIRE_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -29,10 +30,32 @@ pub struct Args {
     users: Vec<String>,
     #[command(flatten)]
     stores: StoreArgs,
+    /// The server's origin as clients reach it (`https://media.example.com`
+    /// behind a proxy); every URL it returns starts with it [default: the
+    /// request's Host].
+    #[arg(long, env = "BULKWIRE_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// How long media links stay valid (`30d`, `12h`) [default: until the
+    /// media is deleted or the link key rotated].
+    #[arg(long, env = "BULKWIRE_LINK_TTL", value_parser = secs)]
+    link_ttl: Option<u64>,
+    /// An origin whose browser scripts may call the API (repeatable;
+    /// comma-separated in the environment; `*` for any).
+    #[arg(
+        long = "cors-origin",
+        env = "BULKWIRE_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    cors_origins: Vec<String>,
     /// Connect to both stores, say what they are and whether they answer,
     /// then exit: 0 when both do, 1 otherwise.
     #[arg(long)]
     check: bool,
+}
+
+/// A duration flag in whole seconds (`30d`, `3600`).
+fn secs(s: &str) -> Result<u64, String> {
+    Ok(bulkwire_units::parse_duration(s)?.as_secs())
 }
 
 /// Where metadata and blobs live; shared by `serve`, `token` and `user`.
@@ -83,6 +106,15 @@ fn config(a: Args) -> Result<Config, String> {
         c.listen = l;
     }
     a.stores.apply(&mut c);
+    if a.public_url.is_some() {
+        c.public_url = a.public_url;
+    }
+    if a.link_ttl.is_some() {
+        c.link_ttl = a.link_ttl;
+    }
+    c.cors_origins
+        .extend(a.cors_origins.into_iter().filter(|o| !o.is_empty()));
+    c.validate_urls()?;
     c.tokens
         .extend(a.tokens.into_iter().filter(|t| !t.is_empty()));
     for u in &a.users {

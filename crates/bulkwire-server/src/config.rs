@@ -54,6 +54,17 @@ pub struct Config {
     pub blobs: Option<String>,
     /// S3 settings; each absent key falls back to its `AWS_*` variable.
     pub s3: S3Keys,
+    /// The server's address as clients reach it (`https://media.example.com`,
+    /// behind a proxy): every URL the server returns starts with it. Absent:
+    /// `http://` and the request's `Host`.
+    pub public_url: Option<String>,
+    /// How long a media link stays valid (seconds or `"30d"`). Absent: until
+    /// the media is deleted or the link key rotated, as WordPress's links.
+    #[serde(deserialize_with = "bulkwire_units::de::opt_secs")]
+    pub link_ttl: Option<u64>,
+    /// Origins whose browser scripts may call the API (`https://app.example.com`;
+    /// `"*"` for any). Absent: none (no CORS headers at all).
+    pub cors_origins: Vec<String>,
     pub limits: Limits,
 }
 
@@ -103,17 +114,45 @@ impl Default for Config {
             meta: None,
             blobs: None,
             s3: S3Keys::default(),
+            public_url: None,
+            link_ttl: None,
+            cors_origins: Vec::new(),
             limits: Limits::default(),
         }
     }
 }
 
 impl Config {
+    /// `public_url` and `cors_origins` are origins: a scheme, a host, an
+    /// optional port, nothing after (a path would be doubled in every URL).
+    pub fn validate_urls(&self) -> Result<(), String> {
+        let origin = |s: &str| {
+            let rest = s
+                .strip_prefix("https://")
+                .or_else(|| s.strip_prefix("http://"));
+            rest.is_some_and(|r| !r.is_empty() && !r.contains(['/', '?', '#', ' ']))
+        };
+        if let Some(u) = &self.public_url {
+            if !origin(u) {
+                return Err(format!(
+                    "public_url {u:?} must be an origin like https://media.example.com (no path)"
+                ));
+            }
+        }
+        if let Some(o) = self.cors_origins.iter().find(|o| *o != "*" && !origin(o)) {
+            return Err(format!(
+                "cors_origins entry {o:?} must be an origin like https://app.example.com, or \"*\""
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads a TOML document; absent keys keep their defaults, unknown keys
     /// are an error (a typo in a limit's name must not pass silently).
     pub fn from_toml_str(s: &str) -> Result<Config, String> {
         let c: Config = toml::from_str(s).map_err(|e| e.to_string())?;
         c.limits.validate()?;
+        c.validate_urls()?;
         Ok(c)
     }
 }

@@ -273,6 +273,20 @@ impl MetaStore for MeteredMeta {
     fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
         timed(self.h(MetaOp::Auth), self.inner.token_known(digest))
     }
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
+        timed(self.h(MetaOp::Auth), self.inner.secret(name, fresh))
+    }
+    fn secret_set<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(self.h(MetaOp::Admin), self.inner.secret_set(name, value))
+    }
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.tokens())
     }

@@ -98,8 +98,23 @@ pub fn error(e: &ApiError, close: bool) -> Response {
     r
 }
 
-/// The public view of a row.
-pub fn media_json(m: &MediaRecord) -> serde_json::Value {
+/// The absolute URL of this server as the client reached it: `public_url`
+/// when configured (behind a proxy), else `http://` and the request's `Host`
+/// when it is a plain host\[:port\], else the listening address.
+pub fn base_url(config: &crate::Config, h: &http::HeaderMap) -> String {
+    if let Some(u) = &config.public_url {
+        return u.trim_end_matches('/').to_string();
+    }
+    let host = h.get(http::header::HOST).and_then(|v| v.to_str().ok());
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b".-:[]".contains(&b);
+    match host.filter(|h| !h.is_empty() && h.len() <= 255 && h.bytes().all(plain)) {
+        Some(host) => format!("http://{host}"),
+        None => format!("http://{}", config.listen),
+    }
+}
+
+/// The public view of a row; `url` is its link (`crate::links`), absolute.
+pub fn media_json(m: &MediaRecord, base: &str, links: &crate::links::Links) -> serde_json::Value {
     serde_json::json!({
         "id": m.id,
         "field": m.field,
@@ -107,17 +122,35 @@ pub fn media_json(m: &MediaRecord) -> serde_json::Value {
         "content_type": m.content_type,
         "size": m.size,
         "sha256": m.sha256,
-        "url": format!("/v1/media/{}", m.id),
+        "created": m.created,
+        "url": format!("{base}{}", links.path(&m.id)),
     })
 }
 
-/// `201 Created` for a finished upload.
-pub fn created(records: &[MediaRecord], fields: Vec<(String, String)>) -> Response {
-    let media: Vec<_> = records.iter().map(media_json).collect();
+/// `201 Created` for a finished upload, with `Location` the first file's
+/// resource (RFC 9110 §15.3.2).
+pub fn created(
+    state: &crate::AppState,
+    h: &http::HeaderMap,
+    records: &[MediaRecord],
+    fields: Vec<(String, String)>,
+) -> Response {
+    let base = base_url(&state.config, h);
+    let media: Vec<_> = records
+        .iter()
+        .map(|m| media_json(m, &base, &state.links))
+        .collect();
     let fields: serde_json::Map<String, serde_json::Value> =
         fields.into_iter().map(|(k, v)| (k, v.into())).collect();
-    json(
+    let mut r = json(
         StatusCode::CREATED,
         &serde_json::json!({"media": media, "fields": fields}),
-    )
+    );
+    if let Some(first) = records.first() {
+        let loc = format!("{base}/v1/media/{}", first.id);
+        if let Ok(v) = HeaderValue::from_str(&loc) {
+            r.headers_mut().insert(http::header::LOCATION, v);
+        }
+    }
+    r
 }

@@ -115,6 +115,7 @@ impl Server {
         meta: Arc<dyn MetaStore>,
     ) -> io::Result<Server> {
         config.limits.validate().map_err(io::Error::other)?;
+        config.validate_urls().map_err(io::Error::other)?;
         create_data_dir(&config.data)?;
         // Bind first: a second server started on the same address and data
         // directory must fail before it sweeps the first one's temp files,
@@ -145,7 +146,11 @@ impl Server {
                 "limits.memory_budget is below one upload's reserve: every upload will get 503"
             );
         }
-        let state = Arc::new(AppState::new(config, auth, blobs, meta, node));
+        let link_key = meta
+            .secret(crate::links::KEY_NAME, crate::links::Links::fresh_key())
+            .await
+            .map_err(|e| io::Error::other(format!("metadata store: link key: {e}")))?;
+        let state = Arc::new(AppState::new(config, auth, blobs, meta, node, link_key));
         Ok(Server {
             state,
             listener,
@@ -184,6 +189,7 @@ impl Server {
             .max_buf_size(limits.read_buffer);
         let (stop_tx, stop) = watch::channel(false);
         let janitor = AbortOnDrop(self.spawn_janitor());
+        let _link_key = AbortOnDrop(self.spawn_link_key_reload());
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -209,6 +215,24 @@ impl Server {
             }
         }
         Ok(())
+    }
+
+    /// Reloads the link key every `auth_cache_ms`, so that a rotation on
+    /// any node (`bulkwire link rotate`) reaches this one as a revoked token
+    /// does. A store that cannot be reached keeps the key in hand.
+    fn spawn_link_key_reload(&self) -> JoinHandle<()> {
+        let st = self.state.clone();
+        let every = Duration::from_millis(st.config.limits.auth_cache_ms.max(1000));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let fresh = crate::links::Links::fresh_key();
+                match st.meta.secret(crate::links::KEY_NAME, fresh).await {
+                    Ok(k) => st.links.set_key(k),
+                    Err(e) => tracing::warn!(error = %e, "link key reload failed"),
+                }
+            }
+        })
     }
 
     /// Heartbeats this node and cleans up after dead ones, while serving.

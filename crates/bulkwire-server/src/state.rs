@@ -33,6 +33,8 @@ pub struct AppState {
     pub(crate) writers: Arc<crate::handlers::tus::Writers>,
     /// The XML-RPC method table (names → handlers, help, signatures).
     pub(crate) xmlrpc: crate::handlers::xmlrpc::Methods,
+    /// The media link key (`crate::links`).
+    pub links: crate::links::Links,
 }
 
 impl AppState {
@@ -42,7 +44,12 @@ impl AppState {
         blobs: Arc<dyn BlobStore>,
         meta: Arc<dyn MetaStore>,
         node: Arc<str>,
+        link_key: Vec<u8>,
     ) -> AppState {
+        let links = crate::links::Links::new(
+            link_key,
+            config.link_ttl.map(std::time::Duration::from_secs),
+        );
         let l = &config.limits;
         let budget = (l.memory_budget / 1024).min(Semaphore::MAX_PERMITS as u64) as usize;
         let reserve = l
@@ -58,6 +65,7 @@ impl AppState {
             .max_connections
             .store(max_conns as u64, std::sync::atomic::Ordering::Relaxed);
         AppState {
+            links,
             uploads: Arc::new(Semaphore::new(l.max_uploads)),
             memory: Arc::new(Semaphore::new(budget)),
             reserve_permits: reserve,

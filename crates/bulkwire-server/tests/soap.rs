@@ -95,8 +95,12 @@ async fn check_stored(h: &Harness, r: &Reply, v: SoapVersion, data: &[u8]) -> Up
     let u = uploaded(&r.body, env_ns(v));
     assert_eq!(u.size, data.len() as u64);
     assert_eq!(u.sha256, sha256(data));
-    assert_eq!(u.url, format!("/v1/media/{}", u.id));
-    let back = h.download(&u.url).await;
+    // The url is the item's link: absolute, fetched here without credentials.
+    let link = h.url(&format!("/v1/media/{}?sig=", u.id));
+    assert!(u.url.starts_with(&link), "{} is not {link}…", u.url);
+    let r = client().get(&u.url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let back = r.bytes().await.unwrap();
     assert_eq!(sha256(&back), sha256(data));
     u
 }

@@ -44,6 +44,21 @@ pub async fn meta_store(m: Arc<dyn MetaStore>) {
     credentials(&*m).await;
     claims(&*m).await;
     uploads(&*m).await;
+    secrets(&*m).await;
+}
+
+/// A secret is created once and read back the same by every caller, until
+/// it is replaced.
+async fn secrets(m: &dyn MetaStore) {
+    let name = format!("test-{}", new_id());
+    let first = m.secret(&name, vec![1; 32]).await.unwrap();
+    assert_eq!(first, vec![1; 32]);
+    let again = m.secret(&name, vec![2; 32]).await.unwrap();
+    assert_eq!(again, first, "a second start must not replace the key");
+    m.secret_set(&name, vec![3; 32]).await.unwrap();
+    assert_eq!(m.secret(&name, vec![4; 32]).await.unwrap(), vec![3; 32]);
+    let other = format!("{name}-other");
+    assert_eq!(m.secret(&other, vec![5; 16]).await.unwrap(), vec![5; 16]);
 }
 
 fn upload(owner: &str, expires: i64) -> UploadRow {

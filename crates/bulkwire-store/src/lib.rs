@@ -297,6 +297,18 @@ pub trait MetaStore: Send + Sync + 'static {
 
     fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>>;
 
+    /// The secret `name` (e.g. the key that signs media links): the stored
+    /// value, or `fresh`, stored first, when there is none. Every node that
+    /// shares the store reads the same value.
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>>;
+    /// Replaces the secret `name` (a key rotation).
+    fn secret_set<'a>(&'a self, name: &'a str, value: Vec<u8>)
+        -> BoxFut<'a, Result<(), MetaError>>;
+
     // Leases (see [`lease`]).
 
     /// Records that `node` is uploading `id` (a `pending` row).

@@ -89,6 +89,11 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX uploads_open_owner ON uploads (owner) WHERE open;
     CREATE INDEX uploads_expires ON uploads (expires);",
+    "CREATE TABLE secrets (
+        name    TEXT PRIMARY KEY,
+        value   BYTEA NOT NULL,
+        created TIMESTAMPTZ NOT NULL DEFAULT now()
+    );",
 ];
 
 /// The schema version this build writes.
@@ -160,6 +165,11 @@ const UPLOAD_EXPIRED: &str = "SELECT id, owner, expires, gen, open, state FROM u
 const OWNER_LOCK: i32 = 0x62_75_6c_75;
 const TOKEN_ADD: &str = "INSERT INTO tokens (id, digest, label) VALUES ($1, $2, $3)
      RETURNING floor(extract(epoch FROM created))::bigint";
+const SECRET_INIT: &str =
+    "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING";
+const SECRET_GET: &str = "SELECT value FROM secrets WHERE name = $1";
+const SECRET_SET: &str = "INSERT INTO secrets (name, value) VALUES ($1, $2)
+     ON CONFLICT (name) DO UPDATE SET value = excluded.value, created = now()";
 const TOKEN_KNOWN: &str = "SELECT EXISTS (SELECT 1 FROM tokens WHERE digest = $1)";
 const TOKENS: &str = "SELECT id, label, floor(extract(epoch FROM created))::bigint
      FROM tokens ORDER BY created, id";
@@ -702,6 +712,27 @@ impl MetaStore for PgMeta {
 
     fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
         Box::pin(async move { self.value(TOKEN_KNOWN, &[&&digest[..]]).await })
+    }
+
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
+        Box::pin(async move {
+            // Two nodes starting at once both insert; the first wins and
+            // both read its value.
+            self.execute(SECRET_INIT, &[&name, &fresh]).await?;
+            self.value(SECRET_GET, &[&name]).await
+        })
+    }
+
+    fn secret_set<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        Box::pin(async move { self.execute(SECRET_SET, &[&name, &value]).await.map(drop) })
     }
 
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {

@@ -131,6 +131,11 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX uploads_open_owner ON uploads (owner) WHERE open = 1;
     CREATE INDEX uploads_expires ON uploads (expires);",
+    "CREATE TABLE secrets (
+        name    TEXT PRIMARY KEY,
+        value   BLOB NOT NULL,
+        created INTEGER NOT NULL
+    );",
 ];
 
 /// The schema version this build writes.
@@ -472,6 +477,38 @@ impl MetaStore for SqliteMeta {
     fn token_revoke<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
         let id = id.to_string();
         self.with(move |c| Ok(c.execute("DELETE FROM tokens WHERE id = ?1", [id])? > 0))
+    }
+
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
+        let name = name.to_string();
+        self.with(move |c| {
+            c.prepare_cached(
+                "INSERT OR IGNORE INTO secrets (name, value, created) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![name, fresh, now()])?;
+            c.prepare_cached("SELECT value FROM secrets WHERE name = ?1")?
+                .query_row([name], |r| r.get(0))
+        })
+    }
+
+    fn secret_set<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        let name = name.to_string();
+        self.with(move |c| {
+            c.prepare_cached(
+                "INSERT INTO secrets (name, value, created) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, created = excluded.created",
+            )?
+            .execute(params![name, value, now()])?;
+            Ok(())
+        })
     }
 
     fn user_set<'a>(

@@ -26,6 +26,11 @@ pub fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     d.deserialize_any(Either(|s| in_unit(s, Duration::from_secs(1))))
 }
 
+/// Seconds or nothing (an absent key is `None` through `#[serde(default)]`).
+pub fn opt_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    secs(d).map(Some)
+}
+
 fn parse_size(s: &str) -> Result<u64, String> {
     crate::parse_size(s)
 }

@@ -119,7 +119,7 @@ async fn run(
     }
     state.metrics.parser_peak(parser.peak_buffered_bytes());
     let (records, fields) = ingest.commit().await?;
-    Ok(response::created(&records, fields))
+    Ok(response::created(state, headers, &records, fields))
 }
 
 /// Runs one chunk through the parser, acting on each event.

@@ -267,7 +267,11 @@ impl http_body::Body for CountingBody {
 
 /// `GET /v1/media?limit=N&after=CURSOR`: rows in upload order; `next` is
 /// the cursor for the following page, `null` on the last.
-pub async fn list(state: &Arc<AppState>, query: Option<&str>) -> Result<Response, ApiError> {
+pub async fn list(
+    state: &Arc<AppState>,
+    h: &HeaderMap,
+    query: Option<&str>,
+) -> Result<Response, ApiError> {
     let max = state.config.limits.list_limit;
     let (mut limit, mut after) = (max.min(100), 0i64);
     for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
@@ -290,7 +294,11 @@ pub async fn list(state: &Arc<AppState>, query: Option<&str>) -> Result<Response
     let next = (rows.len() == limit)
         .then(|| rows.last().map(|r| r.seq.to_string()))
         .flatten();
-    let media: Vec<_> = rows.iter().map(response::media_json).collect();
+    let base = response::base_url(&state.config, h);
+    let media: Vec<_> = rows
+        .iter()
+        .map(|m| response::media_json(m, &base, &state.links))
+        .collect();
     Ok(response::json(
         StatusCode::OK,
         &serde_json::json!({"media": media, "next": next}),

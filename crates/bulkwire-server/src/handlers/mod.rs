@@ -51,15 +51,21 @@ pub async fn handle(
 ) -> Result<Response, Infallible> {
     let start = Instant::now();
     let entry = access::Entry::begin(&mut req, peer);
-    let r = match framing_error(&req) {
+    let origin = crate::cors::allowed(&state.config, req.headers());
+    let preflight = crate::cors::preflight(&state.config, req.method(), req.headers());
+    let mut r = match framing_error(&req) {
         // The framing itself is in doubt: whatever follows on this
         // connection must not be read as the next request.
         Some(e) => {
             state.metrics.rejected(e.reason());
             response::error(&e, true)
         }
-        None => route(&state, req, busy.conn()).await,
+        None => match preflight {
+            Some(r) => r,
+            None => route(&state, req, busy.conn()).await,
+        },
     };
+    crate::cors::decorate(origin, &mut r);
     state.metrics.observe_request(start.elapsed());
     let status = r.status().as_u16();
     let mut r = r.map(|b| access::logged(entry.clone(), status, response::guarded(b, busy)));
@@ -146,6 +152,9 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         }
         _ => {}
     }
+    if let Some(r) = crate::web::route(m, path) {
+        return r;
+    }
     if path == "/soap" {
         return soap::route(state, req).await;
     }
@@ -169,6 +178,15 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
     if !(rest.is_empty() || rest.starts_with('/')) {
         return reject(state, req, ApiError::new(Kind::NotFound, "no such route"));
     }
+    // A link (`crate::links`): GET or HEAD of one item, its signature in
+    // place of credentials. Anything else with a `sig` needs credentials.
+    let one = rest
+        .strip_prefix('/')
+        .filter(|t| !t.is_empty() && !t.contains('/'));
+    if let (Some(id), true) = (one, get && crate::links::has_sig(req.uri().query())) {
+        let id = id.to_string();
+        return link_download(state, req, &id).await;
+    }
     let auth = req.headers().get(http::header::AUTHORIZATION);
     match state
         .auth
@@ -190,6 +208,20 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
     })
 }
 
+/// `GET`/`HEAD /v1/media/{id}?[exp=…&]sig=…`: 403 for a bad or expired
+/// signature (before the id is looked up: nothing about it is revealed),
+/// else the download as with credentials (404 once the media is deleted).
+async fn link_download(state: &Arc<AppState>, req: Request<Incoming>, id: &str) -> Response {
+    let query = req.uri().query().unwrap_or("");
+    let verdict = state.links.verify(id, query);
+    let r = match verdict {
+        Ok(()) => media::download(state, req.method(), id, req.headers()).await,
+        Err(crate::links::Refused::Bad) => Err(ApiError::new(Kind::Forbidden, "invalid link")),
+        Err(crate::links::Refused::Expired) => Err(ApiError::new(Kind::Forbidden, "expired link")),
+    };
+    r.unwrap_or_else(|e| reject(state, req, e))
+}
+
 /// Routes under `/v1/media`; `rest` is what follows it.
 async fn media_route(
     state: &Arc<AppState>,
@@ -201,7 +233,9 @@ async fn media_route(
     match (m, rest.is_empty()) {
         (Method::POST, true) => Ok(form::upload(state, req).await),
         // HEAD: the same answer, whose body hyper does not send.
-        (Method::GET | Method::HEAD, true) => media::list(state, req.uri().query()).await,
+        (Method::GET | Method::HEAD, true) => {
+            media::list(state, req.headers(), req.uri().query()).await
+        }
         (Method::PUT, false) => Ok(raw::upload(state, tail, req).await),
         (m @ (Method::GET | Method::HEAD), false) => {
             media::download(state, &m, tail, req.headers()).await

@@ -43,7 +43,7 @@ async fn run(
     }
     ingest.finish_file(sink).await?;
     let (records, fields) = ingest.commit().await?;
-    Ok(response::created(&records, fields))
+    Ok(response::created(state, headers, &records, fields))
 }
 
 /// Decodes `%XX` escapes; the result must be non-empty UTF-8 without

@@ -211,7 +211,11 @@ async fn run(
         .ok_or_else(|| ApiError::storage("no row committed"))?;
     let uploaded = Uploaded {
         id: r.id.clone(),
-        url: format!("/v1/media/{}", r.id),
+        url: format!(
+            "{}{}",
+            crate::response::base_url(&state.config, headers),
+            state.links.path(&r.id)
+        ),
         size: r.size,
         sha256: r.sha256.clone(),
     };

@@ -44,7 +44,7 @@ use bulkwire_xmlrpc::{
     PathSeg, Value, ValuePath,
 };
 use bytes::{Bytes, BytesMut};
-use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST, RETRY_AFTER};
+use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Request, StatusCode};
 use hyper::body::Incoming;
 use methods::{Ctx, In, Info, Out};
@@ -250,7 +250,7 @@ pub async fn call(
     conn: Option<&Arc<ConnHandle>>,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    let base = base_url(&parts.headers);
+    let base = crate::response::base_url(&state.config, &parts.headers);
     let mut reader = BodyReader::new(state, &parts, body);
     let ctx = Ctx { state, base: &base };
     // Until its login is checked, the call holds nothing worth keeping its
@@ -467,21 +467,15 @@ impl Call<'_> {
         let ingest = std::mem::replace(&mut self.ingest, Ingest::new(self.ctx.state));
         let (records, _) = ingest.commit().await?;
         let m = records.first().ok_or_else(|| ApiError::storage("no row"))?;
-        Ok(methods::media_struct(m, self.ctx.base))
+        Ok(methods::media_struct(
+            m,
+            self.ctx.base,
+            &self.ctx.state.links,
+        ))
     }
 }
 
 /// `http://host` when the `Host` header is a plain host\[:port\].
-fn base_url(h: &HeaderMap) -> String {
-    let host = h.get(HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let plain = |b: u8| b.is_ascii_alphanumeric() || b".-:[]".contains(&b);
-    if !host.is_empty() && host.len() <= 255 && host.bytes().all(plain) {
-        format!("http://{host}")
-    } else {
-        String::new()
-    }
-}
-
 /// Metrics and the response; after a failure before the body's end, the
 /// connection's last (its lingering close lets a client that sends first
 /// read the fault).
@@ -598,15 +592,5 @@ mod tests {
         );
         assert_eq!(limit_name(LimitKind::StringBytes), "field_bytes");
         assert_eq!(limit_name(LimitKind::Depth), "depth");
-    }
-
-    #[test]
-    fn base_url_only_from_a_plain_host() {
-        let mut h = HeaderMap::new();
-        assert_eq!(base_url(&h), "");
-        h.insert(HOST, "127.0.0.1:8080".parse().unwrap());
-        assert_eq!(base_url(&h), "http://127.0.0.1:8080");
-        h.insert(HOST, "a/b@c".parse().unwrap());
-        assert_eq!(base_url(&h), "");
     }
 }

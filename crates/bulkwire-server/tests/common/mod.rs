@@ -360,6 +360,20 @@ impl MetaStore for FailingMeta {
     fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
         self.inner.token_known(digest)
     }
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
+        self.inner.secret(name, fresh)
+    }
+    fn secret_set<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.secret_set(name, value)
+    }
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
         self.inner.tokens()
     }
@@ -423,7 +437,11 @@ pub fn client() -> reqwest::Client {
 }
 
 impl Harness {
+    /// `p` on this server; an absolute URL (a media link) as it is.
     pub fn url(&self, p: &str) -> String {
+        if p.starts_with("http://") || p.starts_with("https://") {
+            return p.to_string();
+        }
         self.srv.url(p)
     }
 

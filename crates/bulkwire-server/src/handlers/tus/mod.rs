@@ -151,12 +151,9 @@ fn options(state: &AppState) -> Response {
     r
 }
 
-/// The absolute URL of upload `id`, from the request's `Host`.
-fn location(h: &HeaderMap, id: &str) -> String {
-    match h.get(http::header::HOST).and_then(|v| v.to_str().ok()) {
-        Some(host) => format!("http://{host}/v1/uploads/{id}"),
-        None => format!("/v1/uploads/{id}"),
-    }
+/// The absolute URL of upload `id` (`public_url`, else the request's `Host`).
+fn location(state: &AppState, h: &HeaderMap, id: &str) -> String {
+    format!("{}/v1/uploads/{id}", response::base_url(&state.config, h))
 }
 
 /// What a creation request declares.
@@ -335,7 +332,7 @@ async fn create_run(
     lease.end();
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::CREATED;
-    set(&mut r, "location", location(h, &id));
+    set(&mut r, "location", location(state, h, &id));
     let mut offset = None;
     let appended = c.with_body && (has_body(h) || c.complete);
     if appended {
@@ -750,7 +747,7 @@ async fn concat_final(
     state.meta.upload_create(row, usize::MAX, None).await?;
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::CREATED;
-    set(&mut r, "location", location(h, &rec.id));
+    set(&mut r, "location", location(state, h, &rec.id));
     set(&mut r, "upload-offset", rec.size);
     Ok(r)
 }

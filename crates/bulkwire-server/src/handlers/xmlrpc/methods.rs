@@ -316,7 +316,7 @@ async fn media_item(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
     }
     let m = ctx.state.meta.get(&id).await.map_err(storage_fault)?;
     let m = m.ok_or_else(not_found)?;
-    Ok(media_struct(&m, ctx.base))
+    Ok(media_struct(&m, ctx.base, &ctx.state.links))
 }
 
 fn storage_fault(e: impl std::fmt::Display) -> Failure {
@@ -385,7 +385,7 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
             if skip > 0 {
                 skip -= 1;
             } else if out.len() < f.number {
-                out.push(media_struct(m, ctx.base));
+                out.push(media_struct(m, ctx.base, &ctx.state.links));
             }
         }
     }
@@ -395,8 +395,10 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
 /// WordPress's media struct, plus the `id`, `file` and `url` members that
 /// `wp.uploadFile` adds (`mw_newMediaObject`). `metadata` carries the
 /// size and the SHA-256 (WordPress has `filesize` there too).
-pub fn media_struct(m: &MediaRecord, base: &str) -> Out {
-    let link = format!("{base}/v1/media/{}", m.id);
+/// `url`, `link` and an image's `thumbnail` are its capability link
+/// (`crate::links`): a WordPress client or an `<img>` fetches it as is.
+pub fn media_struct(m: &MediaRecord, base: &str, links: &crate::links::Links) -> Out {
+    let link = format!("{base}{}", links.path(&m.id));
     let name = m.filename.clone().unwrap_or_default();
     let s = |v: &str| Value::String(v.to_string());
     let size = i32::try_from(m.size).map_or(Value::I8(m.size as i64), Value::Int);
@@ -523,8 +525,10 @@ mod tests {
 
     #[test]
     fn media_struct_has_wordpress_members() {
-        let v = media_struct(&rec("image/png"), "http://h");
-        let url = format!("http://h/v1/media/{}", "0".repeat(32));
+        let links = crate::links::Links::new(vec![1; 32], None);
+        let v = media_struct(&rec("image/png"), "http://h", &links);
+        let url = format!("http://h{}", links.path(&"0".repeat(32)));
+        assert!(url.starts_with("http://h/v1/media/00000000"), "{url}");
         assert_eq!(v.get("url").and_then(Value::as_str), Some(url.as_str()));
         assert_eq!(
             v.get("thumbnail").and_then(Value::as_str),
@@ -538,7 +542,7 @@ mod tests {
             size: 5 << 30,
             ..rec("x/y")
         };
-        let v = media_struct(&big, "");
+        let v = media_struct(&big, "", &links);
         let md = v.get("metadata").unwrap();
         assert_eq!(md.get("filesize"), Some(&Value::I8(5 << 30)));
         assert_eq!(v.get("thumbnail").and_then(Value::as_str), Some(""));
