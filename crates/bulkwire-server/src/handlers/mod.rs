@@ -152,7 +152,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         }
         _ => {}
     }
-    if let Some(r) = crate::web::route(m, path) {
+    if let Some(r) = crate::web::route_with(m, path, req.headers()) {
         return r;
     }
     if path == "/soap" {

@@ -1,0 +1,531 @@
+//! The server's own upload page and media library (`GET /`, crate module `web`) used in a
+//! real browser: Debian's headless Chromium (`/usr/bin/chromium`, package `chromium`) driven
+//! by npm `playwright-core` (installed into target/tmp/node with `npm install --prefix`; no
+//! browser is downloaded) through testsuite/node/web_chromium.js.
+//!
+//! As a new user would: open `/`, try a wrong token (the server's message shows), sign in with
+//! the right one, give three files to the file input (a small PNG, a text file and 50 MiB of
+//! random bytes: seven 8 MiB tus chunks), wait for every progress bar to reach 100 %, find the
+//! three in the library with the PNG's thumbnail decoded in the browser (`naturalWidth` > 0:
+//! the `<img>` loads the item's link without credentials), press "Copy link" on the big one
+//! (by keyboard) and fetch what the clipboard holds from here with no credentials (its SHA-256
+//! must be the file's), delete the text file (accepting the confirmation), reload and find two.
+//! The page must make no request to another origin and violate its Content-Security-Policy
+//! nowhere. Screenshots of the library at 1440 and 375 px wide are left at
+//! target/tmp/artifacts/web-library-1440.png and web-library-375.png.
+//!
+//! A missing runtime (node, npm, Debian's chromium, an npm registry that cannot be reached)
+//! FAILS the test with what to install, as in tus_browser.rs; when node or chromium was
+//! already missing at build time (and `CI` unset), the test is marked ignored instead.
+
+mod common;
+
+use bulkwire_server::Limits;
+use common::clients::*;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const PLAYWRIGHT: &str = "playwright-core@1.65.1";
+const CHROMIUM: &str = "/usr/bin/chromium";
+const MIB: usize = 1 << 20;
+/// The driver's own bound for the whole browser run (it then closes the browser and fails).
+const DRIVER_MS: u64 = 180_000;
+/// Past this the driver is stopped (SIGTERM, then SIGKILL) and the test fails.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(240);
+
+// ---------------------------------------------------------------------------
+// Runtimes
+
+fn chromium() -> &'static str {
+    let how = "Debian's chromium package: apt-get install chromium";
+    bulkwire_runtimes::need(bulkwire_runtimes::Runtime::Chromium);
+    if !runs(Command::new(CHROMIUM).arg("--version")) {
+        missing(&format!("Chromium at {CHROMIUM}"), how);
+    }
+    CHROMIUM
+}
+
+/// playwright-core under target/tmp/node (pinned exactly, also in the prefix's package.json,
+/// so that another suite's install into the same prefix keeps it); the node_modules dir for
+/// NODE_PATH.
+fn node_modules() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        bulkwire_runtimes::need(bulkwire_runtimes::Runtime::Node);
+        let prefix = tmp().join("node");
+        let modules = prefix.join("node_modules");
+        let (pkg, want) = PLAYWRIGHT.rsplit_once('@').unwrap();
+        let installed = || {
+            let text = std::fs::read_to_string(modules.join(pkg).join("package.json"));
+            let j: Option<Value> = text.ok().and_then(|t| serde_json::from_str(&t).ok());
+            j.is_some_and(|j| j["version"] == want)
+        };
+        if !installed() {
+            let ok = runs(
+                Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--silent"])
+                    .args(["--save-exact", "--prefix"])
+                    .arg(&prefix)
+                    .arg(PLAYWRIGHT),
+            );
+            if !ok || !installed() {
+                missing(
+                    &format!("{PLAYWRIGHT} from the npm registry"),
+                    "a reachable npm registry",
+                );
+            }
+        }
+        modules
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Test data
+
+/// A `w`×`h` RGB PNG of deterministic noise: zlib with stored (not compressed) deflate
+/// blocks, so no encoder is needed; the browser decodes it.
+fn png(w: u32, h: u32, seed: u64) -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = !0u32;
+        for &b in bytes {
+            c ^= b as u32;
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend((data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend(kind);
+        out.extend(data);
+        let crc = crc32(&out[start..]);
+        out.extend(crc.to_be_bytes());
+    }
+    let row = 3 * w as usize;
+    let pixels = payload(row * h as usize, seed);
+    let mut raw = Vec::new();
+    for line in pixels.chunks(row) {
+        raw.push(0); // filter: none
+        raw.extend(line);
+    }
+    let mut z = vec![0x78, 0x01];
+    let blocks: Vec<&[u8]> = raw.chunks(0xffff).collect();
+    for (i, b) in blocks.iter().enumerate() {
+        z.push(u8::from(i + 1 == blocks.len()));
+        z.extend((b.len() as u16).to_le_bytes());
+        z.extend((!(b.len() as u16)).to_le_bytes());
+        z.extend(*b);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in &raw {
+        a = (a + x as u32) % 65521;
+        b = (b + a) % 65521;
+    }
+    z.extend(((b << 16) | a).to_be_bytes());
+    let mut ihdr = Vec::new();
+    ihdr.extend(w.to_be_bytes());
+    ihdr.extend(h.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]); // 8-bit RGB, deflate, no filter, no interlace
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(&mut out, b"IDAT", &z);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+struct File {
+    name: &'static str,
+    data: Vec<u8>,
+    /// The type Chromium gives the file (from its extension), sent as `filetype`.
+    content_type: &'static str,
+}
+
+fn names(cards: &Value) -> BTreeSet<String> {
+    cards
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn set(v: &[&str]) -> BTreeSet<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+// ---------------------------------------------------------------------------
+// The test
+
+#[cfg_attr(
+    any(missing_chromium, missing_node),
+    ignore = "needs chromium and node (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_page_and_library_in_headless_chromium() {
+    let browser = chromium();
+    let modules = node_modules();
+    let h = start(Limits::default()).await;
+    let origin = format!("http://{}", h.srv.addr);
+
+    // The page as any client gets it: no credentials needed, with its CSP.
+    let r = client().get(h.url("/")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("script-src 'self'"));
+    // HEAD: the same headers, no body.
+    let head = client().head(h.url("/")).send().await.unwrap();
+    assert_eq!(head.status(), 200);
+    let get = client().get(h.url("/")).send().await.unwrap();
+    for name in [
+        "content-length",
+        "content-type",
+        "etag",
+        "content-security-policy",
+    ] {
+        assert_eq!(head.headers().get(name), get.headers().get(name), "{name}");
+    }
+    let len = get.bytes().await.unwrap().len();
+    assert_eq!(head.headers()["content-length"], len.to_string().as_str());
+    // What the server says to a wrong token, which the page must show as it is.
+    let r = client()
+        .get(h.url("/v1/media?limit=1"))
+        .bearer_auth(format!("{TOKEN}-wrong"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let wrong: Value = r.json().await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let image = File {
+        name: "web-image.png",
+        data: png(64, 48, 71),
+        content_type: "image/png",
+    };
+    let notes = File {
+        name: "web-notes.txt",
+        data: b"bulkwire web page test: a small text file.\n".repeat(20),
+        content_type: "text/plain",
+    };
+    let big = File {
+        name: "web-big.bin",
+        data: payload(50 * MIB, 72),
+        content_type: "application/octet-stream",
+    };
+    let files = [&image, &notes, &big];
+    let paths: Vec<PathBuf> = files.iter().map(|f| dir.path().join(f.name)).collect();
+    for (f, p) in files.iter().zip(&paths) {
+        std::fs::write(p, &f.data).unwrap();
+    }
+    let wide = tmp().join("artifacts/web-library-1440.png");
+    let narrow = tmp().join("artifacts/web-library-375.png");
+    for s in [&wide, &narrow] {
+        let _ = std::fs::remove_file(s);
+    }
+
+    let mut cmd = Command::new("node");
+    cmd.env("NODE_PATH", modules)
+        .arg(repo("testsuite/node/web_chromium.js"))
+        .arg(
+            serde_json::json!({
+                "origin": origin,
+                "token": TOKEN,
+                "files": paths,
+                "thumbnail": image.name,
+                "copy": big.name,
+                "remove": notes.name,
+                "screenshots": {"wide": wide, "narrow": narrow},
+                "chromium": browser,
+                "timeoutMs": DRIVER_MS,
+            })
+            .to_string(),
+        );
+    let (out, took) = run_client(cmd, CLIENT_DEADLINE).await;
+    let j = report(&out);
+    println!(
+        "the page in Chromium {}: {took:.1?} for the browser run",
+        j["browser"].as_str().unwrap_or("?")
+    );
+
+    // The document's answer, as the browser got it.
+    assert_eq!(j["status"], 200, "{j}");
+    let csp = j["headers"]["content-security-policy"]
+        .as_str()
+        .unwrap_or("");
+    assert!(csp.contains("default-src 'none'"), "{j}");
+    assert_eq!(j["headers"]["x-content-type-options"], "nosniff", "{j}");
+
+    // A wrong token: the server's own message next to the form.
+    assert_eq!(j["signInError"], wrong["message"], "{j}");
+
+    // Every bar at 100 %, every upload done, without an error.
+    let bars = j["bars"].as_array().unwrap();
+    assert_eq!(bars.len(), files.len(), "{j}");
+    for f in files {
+        let b = bars.iter().find(|b| b["name"] == f.name).unwrap();
+        assert_eq!(b["state"], "done", "{b}");
+        assert_eq!(b["percent"], "100", "{b}");
+        assert_eq!(b["value"], f.data.len() as u64, "{b}");
+        assert_eq!(b["max"], f.data.len() as u64, "{b}");
+        assert_eq!(b["message"], "", "{b}");
+    }
+    let id_of = |name: &str| {
+        let b = bars.iter().find(|b| b["name"] == name).unwrap();
+        b["id"].as_str().unwrap().to_string()
+    };
+
+    // The library showed all three, under the upload ids, before the delete.
+    let library = &j["library"];
+    assert_eq!(
+        names(library),
+        set(&[image.name, notes.name, big.name]),
+        "{j}"
+    );
+    for c in library.as_array().unwrap() {
+        assert_eq!(c["id"], id_of(c["name"].as_str().unwrap()), "{c}");
+    }
+
+    // The delete asked first, and the item is gone, from the page and from the server.
+    assert_eq!(j["dialog"]["type"], "confirm", "{j}");
+    assert!(j["dialog"]["message"]
+        .as_str()
+        .unwrap()
+        .contains(notes.name));
+    assert_eq!(j["removedId"], id_of(notes.name));
+    assert_eq!(
+        names(&j["afterDelete"]),
+        set(&[image.name, big.name]),
+        "{j}"
+    );
+    assert_eq!(
+        j["signInAgain"], false,
+        "the tab's session forgot the credentials: {j}"
+    );
+    assert_eq!(
+        names(&j["afterReload"]),
+        set(&[image.name, big.name]),
+        "{j}"
+    );
+    let listed = h.list_all().await;
+    let stored: BTreeSet<String> = listed
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
+    let want: BTreeSet<String> = [id_of(image.name), id_of(big.name)].into();
+    assert_eq!(stored, want, "{listed:?}");
+    for f in [&image, &big] {
+        let m = listed.iter().find(|m| m["id"] == id_of(f.name)).unwrap();
+        assert_eq!(m["filename"], f.name, "{m}");
+        assert_eq!(m["content_type"], f.content_type, "{m}");
+        assert_eq!(m["size"], f.data.len() as u64, "{m}");
+        assert_eq!(m["sha256"], sha256(&f.data), "{m}");
+    }
+
+    // Nothing from another origin; no CSP violation, no script error. The one console error
+    // allowed is Chromium's note on the wrong token's 401.
+    assert_eq!(j["foreign"], serde_json::json!([]), "{j}");
+    assert_eq!(j["csp"], serde_json::json!([]), "{j}");
+    for line in j["console"].as_array().unwrap() {
+        let line = line.as_str().unwrap();
+        assert!(
+            line.starts_with(
+                "error: Failed to load resource: the server responded with a status of 401"
+            ),
+            "browser console: {line}\n{j}"
+        );
+    }
+
+    // Readable at 375 px: nothing wider than the screen.
+    assert!(j["narrowOverflow"].as_i64().unwrap() <= 0, "{j}");
+    for s in [&wide, &narrow] {
+        let b = std::fs::read(s).unwrap_or_default();
+        assert!(
+            b.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "no screenshot at {}",
+            s.display()
+        );
+    }
+
+    // The links (the lead's capability links): the copied one works for whoever holds it, and
+    // the thumbnail loaded through its link.
+    let copied = &j["copied"];
+    assert_eq!(copied["id"], id_of(big.name), "{copied}");
+    assert_eq!(copied["note"], "Link copied.", "{copied}");
+    let link = copied["clipboard"].as_str().unwrap();
+    assert_eq!(copied["shown"], link, "{copied}");
+    assert!(link.starts_with(&format!("{origin}/")), "{copied}");
+    let r = client().get(link).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{link} without credentials");
+    let got = r.bytes().await.unwrap();
+    assert_eq!(sha256(&got), sha256(&big.data), "{link}");
+    let t = &j["thumbnail"];
+    assert_eq!(
+        t["present"], true,
+        "the thumbnail <img> failed to load: {t}"
+    );
+    assert_eq!(t["complete"], true, "{t}");
+    assert_eq!(t["naturalWidth"], 64, "{t}");
+    assert_eq!(t["naturalHeight"], 48, "{t}");
+}
+
+/// The page's per-file controls in headless Chromium, uploads slowed down by Chromium's
+/// network emulation so that there is time to press them: one file is paused after its first
+/// 8 MiB chunk, stays put while paused, is resumed by keyboard and arrives intact (the page
+/// asked the server for the offset and went on from there); one is cancelled mid-way and the
+/// server holds nothing of it (its tus resource is gone); one is over `file_bytes` and fails
+/// with the server's message and the limit's name and value next to it.
+#[cfg_attr(
+    any(missing_chromium, missing_node),
+    ignore = "needs chromium and node (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_controls_pause_resume_cancel_and_refusal_in_headless_chromium() {
+    let browser = chromium();
+    let modules = node_modules();
+    let limits = Limits {
+        file_bytes: 30 * MIB as u64,
+        ..Limits::default()
+    };
+    let h = start(limits).await;
+    let origin = format!("http://{}", h.srv.addr);
+
+    let dir = tempfile::tempdir().unwrap();
+    let paused = File {
+        name: "web-paused.bin",
+        data: payload(24 * MIB + 777, 81),
+        content_type: "application/octet-stream",
+    };
+    let cancelled = File {
+        name: "web-cancelled.bin",
+        data: payload(24 * MIB, 82),
+        content_type: "application/octet-stream",
+    };
+    let refused = File {
+        name: "web-refused.bin",
+        data: payload(31 * MIB, 83),
+        content_type: "application/octet-stream",
+    };
+    let files = [&paused, &cancelled, &refused];
+    let paths: Vec<PathBuf> = files.iter().map(|f| dir.path().join(f.name)).collect();
+    for (f, p) in files.iter().zip(&paths) {
+        std::fs::write(p, &f.data).unwrap();
+    }
+    let shot = tmp().join("artifacts/web-controls-1440.png");
+    let _ = std::fs::remove_file(&shot);
+
+    let mut cmd = Command::new("node");
+    cmd.env("NODE_PATH", modules)
+        .arg(repo("testsuite/node/web_chromium.js"))
+        .arg(
+            serde_json::json!({
+                "scenario": "controls",
+                "origin": origin,
+                "token": TOKEN,
+                // common::config's user; the password has a colon (RFC 7617 §2).
+                "user": {"name": "alice", "password": "wonder:land"},
+                "files": paths,
+                "pause": paused.name,
+                "cancel": cancelled.name,
+                "refused": refused.name,
+                "chunk": 8 * MIB,
+                "throughput": 6 * MIB,
+                "pauseMs": 1000,
+                "screenshots": {"wide": shot},
+                "chromium": browser,
+                "timeoutMs": DRIVER_MS,
+            })
+            .to_string(),
+        );
+    let (out, took) = run_client(cmd, CLIENT_DEADLINE).await;
+    let j = report(&out);
+    println!("the controls in Chromium: {took:.1?} for the browser run");
+    assert_eq!(
+        j["who"], "alice",
+        "signed in with a user name and password: {j}"
+    );
+    let c = &j["controls"];
+
+    // Paused past the first chunk; nothing moved while paused; then done, intact.
+    let at = c["paused"]["value"].as_u64().unwrap();
+    assert!(at > 8 * MIB as u64, "{c}");
+    assert_eq!(c["paused"]["state"], "paused", "{c}");
+    assert_eq!(c["stillPaused"]["state"], "paused", "{c}");
+    assert_eq!(
+        c["stillPaused"]["value"], at,
+        "the bar moved while paused: {c}"
+    );
+    assert_eq!(c["done"]["state"], "done", "{c}");
+    assert_eq!(c["done"]["percent"], "100", "{c}");
+    let id = c["done"]["id"].as_str().unwrap();
+    let listed = h.list_all().await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["id"], id, "{listed:?}");
+    assert_eq!(listed[0]["sha256"], sha256(&paused.data), "{listed:?}");
+    assert_eq!(names(&j["library"]), set(&[paused.name]), "{j}");
+
+    // Cancelled: the page says so, and the server let go of the upload (DELETE).
+    assert_eq!(c["cancelled"]["state"], "cancelled", "{c}");
+    let cancelled_id = c["cancelled"]["id"].as_str().unwrap();
+    let url = h.url(&format!("/v1/uploads/{cancelled_id}"));
+    let mut gone = false;
+    for _ in 0..100 {
+        let r = h
+            .http
+            .head(&url)
+            .bearer_auth(TOKEN)
+            .header("tus-resumable", "1.0.0")
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 404 || r.status() == 410 {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        gone,
+        "the cancelled upload {cancelled_id} is still on the server"
+    );
+
+    // Refused: the server's message and the limit, next to the file.
+    assert_eq!(c["refused"]["state"], "failed", "{c}");
+    let msg = c["refused"]["message"].as_str().unwrap();
+    let limit = 30 * MIB;
+    assert!(
+        msg.contains("file_bytes") && msg.contains(&limit.to_string()),
+        "{msg}"
+    );
+    // Retrying would be refused again: the row offers only to remove it.
+    assert_eq!(
+        c["refused"]["buttons"],
+        serde_json::json!(["Remove"]),
+        "{c}"
+    );
+
+    assert_eq!(j["foreign"], serde_json::json!([]), "{j}");
+    assert_eq!(j["csp"], serde_json::json!([]), "{j}");
+    for line in j["console"].as_array().unwrap() {
+        let line = line.as_str().unwrap();
+        // Chromium notes the wrong token's 401 and the refused upload's 413.
+        let allowed = ["401", "413"].iter().any(|s| {
+            line.starts_with(&format!(
+                "error: Failed to load resource: the server responded with a status of {s}"
+            ))
+        });
+        assert!(allowed, "browser console: {line}\n{j}");
+    }
+}
