@@ -2,11 +2,18 @@
 multipart/form-data (files=) and as a chunked raw PUT (a generator body),
 downloads each back and prints one JSON object with the digests seen.
 
+Each answer's `url` is the item's capability link (absolute, with `sig=`):
+it is fetched twice, with the token as before and then by a fresh
+requests.Session that carries no credentials at all (`trust_env` off, so no
+~/.netrc either): `*_fetched_status` and `*_fetched_sha256` are what that
+credential-less GET got.
+
 usage: roundtrip.py BASE_URL TOKEN FILE
 """
 import hashlib
 import json
 import sys
+from urllib.parse import urljoin
 
 import requests
 
@@ -18,6 +25,16 @@ def chunks(path, size=64 * 1024):
             if not b:
                 return
             yield b
+
+
+def fetch_without_credentials(url):
+    """GETs a link with nothing that could authenticate: no header, no netrc."""
+    with requests.Session() as s:
+        s.trust_env = False
+        r = s.get(url, timeout=60)
+        if "Authorization" in r.request.headers:
+            raise SystemExit("the link fetch sent an Authorization header")
+        return r.status_code, hashlib.sha256(r.content).hexdigest()
 
 
 def main():
@@ -38,15 +55,21 @@ def main():
     body = r.json()
     out["form_fields"] = body.get("fields")
     out["form_sha256"] = body["media"][0]["sha256"]
-    got = requests.get(base + body["media"][0]["url"], headers=auth, timeout=60)
+    url = urljoin(base + "/", body["media"][0]["url"])
+    out["form_url"] = url
+    got = requests.get(url, headers=auth, timeout=60)
     out["form_download_sha256"] = hashlib.sha256(got.content).hexdigest()
+    out["form_fetched_status"], out["form_fetched_sha256"] = fetch_without_credentials(url)
 
     r = requests.put(base + "/v1/media/stream%20ed.bin", headers=auth, data=chunks(path), timeout=60)
     out["put_status"] = r.status_code
     m = r.json()["media"][0]
     out["put_filename"] = m["filename"]
-    got = requests.get(base + m["url"], headers=auth, timeout=60)
+    url = urljoin(base + "/", m["url"])
+    out["put_url"] = url
+    got = requests.get(url, headers=auth, timeout=60)
     out["put_download_sha256"] = hashlib.sha256(got.content).hexdigest()
+    out["put_fetched_status"], out["put_fetched_sha256"] = fetch_without_credentials(url)
     print(json.dumps(out))
 
 

@@ -4,17 +4,37 @@ service.upload(name=..., data=bytes) (zeep sends xs:base64Binary inline),
 and HTTP Basic goes through a requests.Session.
 
 usage: soap_zeep.py WSDL_URL USER PASSWORD FILE {11|12}
-Prints the uploadResponse as JSON; on a SOAP fault prints
-{"fault": code, "message": ...} and exits 3.
+Prints the uploadResponse as JSON, plus what a GET of its `url` (the item's
+capability link) got with no credentials, by urllib.request:
+"fetched_status" and "fetched_sha256" (hex SHA-256 of the body). On a SOAP
+fault prints {"fault": code, "message": ...} and exits 3.
 """
 
+import hashlib
 import json
 import sys
+import urllib.error
+import urllib.request
 
 import requests
 import zeep
 import zeep.exceptions
 import zeep.transports
+
+
+def fetch_without_credentials(url):
+    """GETs a link with a bare opener: no Authorization, no cookies, no proxy
+    (not the zeep session, which carries the Basic credentials)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url)
+    try:
+        with opener.open(req, timeout=60) as r:
+            status, body = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, body = e.code, e.read()
+    if req.has_header("Authorization"):
+        raise SystemExit("the link fetch sent an Authorization header")
+    return status, hashlib.sha256(body).hexdigest()
 
 
 def main():
@@ -33,7 +53,9 @@ def main():
     except zeep.exceptions.Fault as e:
         print(json.dumps({"fault": str(e.code), "message": e.message}))
         sys.exit(3)
-    print(json.dumps({"id": r.id, "url": r.url, "size": int(r.size), "sha256": r.sha256}))
+    out = {"id": r.id, "url": r.url, "size": int(r.size), "sha256": r.sha256}
+    out["fetched_status"], out["fetched_sha256"] = fetch_without_credentials(r.url)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

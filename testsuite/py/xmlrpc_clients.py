@@ -7,9 +7,17 @@ usage: xmlrpc_clients.py stdlib|wordpress URL USER PASSWORD FILE
 
 - stdlib: Python's own xmlrpc.client (ServerProxy, Binary, MultiCall).
 - wordpress: python-wordpress-xmlrpc (PyPI), as its users call it.
+
+Every upload's `url` is the item's capability link: the script GETs it
+itself with urllib.request and no credentials, and reports under
+"fetched" (by the upload's key) the url, `fetched_status` and
+`fetched_sha256` (hex SHA-256 of the body it got).
 """
+import hashlib
 import json
 import sys
+import urllib.error
+import urllib.request
 import xmlrpc.client
 
 
@@ -19,6 +27,24 @@ def fault_of(f):
     except xmlrpc.client.Fault as e:
         return [e.faultCode, e.faultString]
     return None
+
+
+def fetch_without_credentials(url):
+    """GETs a link with a bare opener: no Authorization, no cookies, no proxy."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url)
+    try:
+        with opener.open(req, timeout=60) as r:
+            status, body = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, body = e.code, e.read()
+    if req.has_header("Authorization"):
+        raise SystemExit("the link fetch sent an Authorization header")
+    return {
+        "url": url,
+        "fetched_status": status,
+        "fetched_sha256": hashlib.sha256(body).hexdigest(),
+    }
 
 
 def stdlib(url, user, pw, data):
@@ -41,6 +67,7 @@ def stdlib(url, user, pw, data):
     mc.system.methodHelp("wp.getMediaItem")
     mc.wp.getMediaItem(1, user, pw, out["upload"]["id"])
     out["multicall"] = list(mc())
+    out["fetched"] = {k: fetch_without_credentials(out[k]["url"]) for k in ("upload", "mw")}
     return out
 
 
@@ -80,6 +107,7 @@ def wordpress(url, user, pw, data):
         out["bad_login"] = None
     except InvalidCredentialsError as e:
         out["bad_login"] = str(e)
+    out["fetched"] = {"upload": fetch_without_credentials(out["upload"]["url"])}
     return out
 
 

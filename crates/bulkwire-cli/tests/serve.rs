@@ -348,6 +348,18 @@ fn python_requests_round_trip_by_sha256() {
     assert_eq!(j["put_status"], 201);
     assert_eq!(j["put_filename"], "stream ed.bin");
     assert_eq!(j["put_download_sha256"], want);
+    // Each `url` is the item's link: python-requests fetched it again with
+    // no credentials at all and got the same bytes.
+    for kind in ["form", "put"] {
+        let url = j[format!("{kind}_url")].as_str().unwrap();
+        assert!(url.starts_with(&s.url("/v1/media/")), "{kind}: {url}");
+        assert!(
+            url.contains("?sig=") || url.contains("&sig="),
+            "{kind}: {url}"
+        );
+        assert_eq!(j[format!("{kind}_fetched_status")], 200, "{kind}: {j}");
+        assert_eq!(j[format!("{kind}_fetched_sha256")], want, "{kind}");
+    }
 }
 
 #[cfg_attr(

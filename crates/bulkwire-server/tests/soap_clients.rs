@@ -11,8 +11,12 @@
 //!   and 1.2.
 //!
 //! Every upload is read back through `GET /v1/media/{id}` and compared by
-//! SHA-256. Whether a client really sent MTOM or inline base64 is checked
-//! from the bytes the server received (base64 is a third larger). A test
+//! SHA-256, and the client itself GETs the `url` it was given (the item's
+//! link) with no credentials, in its own language and HTTP stack
+//! (urllib.request, Node's fetch(), java.net.http.HttpClient), and reports
+//! the status and SHA-256 it got. Whether a client really sent MTOM or
+//! inline base64 is checked from the bytes the server received (base64 is
+//! a third larger). A test
 //! skips, saying why, only when its runtime is missing or its registry
 //! cannot be reached; once installed, any failure fails it.
 
@@ -91,6 +95,12 @@ async fn check_upload(
     assert_eq!(j["sha256"], sha256(data), "{j}");
     let url = j["url"].as_str().unwrap();
     assert_eq!(sha256(&h.download(url).await), sha256(data));
+    // The url is the item's link: the client fetched it itself, with its
+    // own HTTP stack and no credentials, and got the bytes it uploaded.
+    assert!(url.starts_with(&h.url("/v1/media/")), "{url}");
+    assert!(url.contains("?sig=") || url.contains("&sig="), "{url}");
+    assert_eq!(j["fetched_status"], 200, "{j}");
+    assert_eq!(j["fetched_sha256"], sha256(data), "{j}");
     let id = j["id"].as_str().unwrap();
     let listed = h.list_all().await;
     let m = listed.iter().find(|m| m["id"] == id).expect("listed");

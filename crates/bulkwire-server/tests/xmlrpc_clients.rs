@@ -4,7 +4,9 @@
 //! the venv under target/ that the phase-1 tests use, from
 //! testsuite/py/requirements.txt; its test skips, saying so, only when pip
 //! cannot install it). Every upload is downloaded back from the URL the
-//! client was given and compared by SHA-256.
+//! client was given and compared by SHA-256: by this test with the user's
+//! Basic auth, and by the script itself (urllib.request) with no
+//! credentials at all, since that URL is the item's capability link.
 
 mod common;
 
@@ -60,6 +62,22 @@ async fn fetch(h: &Harness, url: &str) -> Vec<u8> {
     r.bytes().await.unwrap().to_vec()
 }
 
+/// What the script itself got when it fetched upload `key`'s `url` with
+/// urllib.request and no credentials: 200 and the uploaded bytes, by a link
+/// on this server that carries its signature.
+fn assert_fetched(h: &Harness, j: &Value, key: &str, want: &str) {
+    let url = j[key]["url"].as_str().unwrap();
+    let f = &j["fetched"][key];
+    assert_eq!(f["url"], url, "{key}");
+    assert!(url.starts_with(&h.url("/v1/media/")), "{key}: {url}");
+    assert!(
+        url.contains("?sig=") || url.contains("&sig="),
+        "{key}: {url}"
+    );
+    assert_eq!(f["fetched_status"], 200, "{key}: {f}");
+    assert_eq!(f["fetched_sha256"], want, "{key}");
+}
+
 #[cfg_attr(
     missing_python,
     ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
@@ -75,6 +93,7 @@ async fn python_stdlib_xmlrpc_client() {
         assert_eq!(m["metadata"]["sha256"], want.as_str(), "{key}");
         let got = fetch(&h, m["url"].as_str().unwrap()).await;
         assert_eq!(sha256(&got), want, "{key}");
+        assert_fetched(&h, &j, key, &want);
     }
     assert_eq!(j["upload"]["file"], "stdlib.bin");
     assert_eq!(j["upload"]["type"], "application/octet-stream");
@@ -115,6 +134,7 @@ async fn python_wordpress_xmlrpc_client() {
     assert_eq!(up["type"], "image/jpeg");
     let got = fetch(&h, up["url"].as_str().unwrap()).await;
     assert_eq!(sha256(&got), want);
+    assert_fetched(&h, &j, "upload", &want);
     let item = &j["item"];
     assert_eq!(item["id"], up["id"]);
     assert_eq!(item["link"], up["url"]);

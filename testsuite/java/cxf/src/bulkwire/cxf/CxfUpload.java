@@ -7,7 +7,15 @@ import jakarta.xml.ws.Service;
 import jakarta.xml.ws.soap.MTOMFeature;
 import jakarta.xml.ws.soap.SOAPFaultException;
 import java.io.File;
+import java.io.InputStream;
+import java.net.URI;
 import java.net.URL;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.HexFormat;
 import javax.xml.namespace.QName;
 
 /**
@@ -16,7 +24,10 @@ import javax.xml.namespace.QName;
  * attachment), HTTP Basic through BindingProvider.
  *
  * <p>usage: CxfUpload WSDL_URL USER PASSWORD FILE {11|12}. Prints the
- * uploadResponse as JSON; on a SOAP fault prints {"fault": code} and exits 3.
+ * uploadResponse as JSON, plus what java.net.http.HttpClient got for its
+ * {@code url} (the item's capability link) with no credentials:
+ * {@code fetched_status} and {@code fetched_sha256} (hex SHA-256 of the
+ * body). On a SOAP fault prints {"fault": code} and exits 3.
  */
 public final class CxfUpload {
     public static void main(String[] args) throws Exception {
@@ -34,12 +45,43 @@ public final class CxfUpload {
         req.data = new DataHandler(new FileDataSource(file));
         try {
             UploadResponse r = media.upload(req);
-            System.out.printf("{\"id\":\"%s\",\"url\":\"%s\",\"size\":%d,\"sha256\":\"%s\"}%n",
-                    r.id, r.url, r.size, r.sha256);
+            Fetched f = fetchWithoutCredentials(r.url);
+            System.out.printf("{\"id\":\"%s\",\"url\":\"%s\",\"size\":%d,\"sha256\":\"%s\","
+                    + "\"fetched_status\":%d,\"fetched_sha256\":\"%s\"}%n",
+                    r.id, r.url, r.size, r.sha256, f.status, f.sha256);
         } catch (SOAPFaultException e) {
             String code = e.getFault().getFaultCodeAsQName().getLocalPart();
             System.out.printf("{\"fault\":\"%s\"}%n", code);
             System.exit(3);
         }
+    }
+
+    private record Fetched(int status, String sha256) {}
+
+    /**
+     * GETs a link with a fresh HttpClient: no Authenticator, no cookie
+     * handler, no proxy, no redirects, so no credentials can go with it (the
+     * Basic auth above is CXF's, on the SOAP port only).
+     */
+    private static Fetched fetchWithoutCredentials(String url) throws Exception {
+        HttpClient http = HttpClient.newBuilder()
+                .version(HttpClient.Version.HTTP_1_1)
+                .proxy(HttpClient.Builder.NO_PROXY)
+                .followRedirects(HttpClient.Redirect.NEVER)
+                .connectTimeout(Duration.ofSeconds(30))
+                .build();
+        HttpRequest get = HttpRequest.newBuilder(URI.create(url))
+                .timeout(Duration.ofSeconds(60))
+                .GET()
+                .build();
+        HttpResponse<InputStream> res = http.send(get, HttpResponse.BodyHandlers.ofInputStream());
+        MessageDigest md = MessageDigest.getInstance("SHA-256");
+        try (InputStream in = res.body()) {
+            byte[] buf = new byte[64 * 1024];
+            for (int n; (n = in.read(buf)) > 0; ) {
+                md.update(buf, 0, n);
+            }
+        }
+        return new Fetched(res.statusCode(), HexFormat.of().formatHex(md.digest()));
     }
 }
