@@ -724,9 +724,23 @@ fn two_nodes_share_media_and_credentials() {
         let data = by_name(&uploaded[m["id"].as_str().unwrap()]);
         assert_eq!(m["size"], data.len());
         assert_eq!(m["sha256"], sha256(data));
-        let r = must_call(b.addr, "GET", m["url"].as_str().unwrap(), &[AUTH], b"");
+        let r = must_call(
+            b.addr,
+            "GET",
+            &format!("/v1/media/{}", m["id"].as_str().unwrap()),
+            &[AUTH],
+            b"",
+        );
         assert_eq!(r.status, 200, "{}", r.head);
         assert_eq!(sha256(&r.body), sha256(data), "download through B");
+        // B's link, fetched from A without credentials: the nodes share the
+        // link key through the metadata store.
+        let url = m["url"].as_str().unwrap();
+        assert!(url.starts_with("http://") && url.contains("?sig="), "{url}");
+        let link = &url[url.find("/v1/media/").unwrap()..];
+        let r = must_call(a.addr, "GET", link, &[], b"");
+        assert_eq!(r.status, 200, "{}", r.head);
+        assert_eq!(sha256(&r.body), sha256(data), "B's link through A");
     }
     let big = id_of(&uploaded, "big.bin");
     let across = format!("Range: bytes={}-{}", PART - 10, PART + 9);
