@@ -142,9 +142,12 @@ pub fn created(
         .collect();
     let fields: serde_json::Map<String, serde_json::Value> =
         fields.into_iter().map(|(k, v)| (k, v.into())).collect();
+    // `url` at the top as well: the first file's link, where Uppy's
+    // XHRUpload (and clients like it) look for an upload's URL.
+    let url = media.first().map(|m| m["url"].clone());
     let mut r = json(
         StatusCode::CREATED,
-        &serde_json::json!({"media": media, "fields": fields}),
+        &serde_json::json!({"media": media, "fields": fields, "url": url}),
     );
     if let Some(first) = records.first() {
         let loc = format!("{base}/v1/media/{}", first.id);

@@ -479,6 +479,8 @@ async fn uppy_xhr_upload_and_tus_from_another_origin_through_cors() {
         let id = m["id"].as_str().unwrap().to_string();
         let link = m["url"].as_str().unwrap();
         assert!(link.starts_with(&format!("{api}/v1/media/{id}?")), "{link}");
+        // Uppy reads the top-level `url` as the file's uploadURL.
+        assert_eq!(f["uploadURL"], link, "{f}");
         let location = format!("{api}/v1/media/{id}");
         assert!(
             answers
