@@ -20,7 +20,8 @@ const REQUEST_HEADERS: &str = "Authorization, Content-Type, Range, If-None-Match
      X-HTTP-Method-Override";
 const EXPOSED: &str = "Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Complete, \
      Upload-Limit, Upload-Draft-Interop-Version, Tus-Resumable, Tus-Version, Tus-Extension, \
-     Tus-Max-Size, Tus-Checksum-Algorithm, ETag, Content-Range, Content-Disposition, X-Request-Id";
+     Tus-Max-Size, Tus-Checksum-Algorithm, ETag, Content-Range, Content-Disposition, Link, \
+     X-Request-Id";
 /// Seconds a browser may cache a preflight's answer.
 const MAX_AGE: &str = "600";
 

@@ -319,3 +319,64 @@ async fn cors_preflight_needs_no_credentials_and_only_listed_origins_get_headers
         .unwrap();
     assert!(pre.headers().get("access-control-allow-origin").is_none());
 }
+
+/// `Link: <…>; rel="related"` from the value of a tus answer's `Link` header.
+fn link_target(r: &reqwest::Response) -> String {
+    let v = r.headers()["link"].to_str().unwrap().to_string();
+    assert!(v.ends_with(">; rel=\"related\""), "{v}");
+    v.trim_start_matches('<')
+        .split('>')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_finished_resumable_upload_answers_with_its_media_link() {
+    let h = start(Limits::default()).await;
+    let data = b"resumable bytes".to_vec();
+    let c = h
+        .http
+        .post(h.url("/v1/uploads"))
+        .bearer_auth(TOKEN)
+        .header("tus-resumable", "1.0.0")
+        .header("upload-length", data.len().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(c.status(), 201);
+    assert!(c.headers().get("link").is_none(), "not finished yet");
+    let loc = c.headers()["location"].to_str().unwrap().to_string();
+    let patch = |body: Vec<u8>, offset: usize| {
+        h.http
+            .patch(&loc)
+            .bearer_auth(TOKEN)
+            .header("tus-resumable", "1.0.0")
+            .header("upload-offset", offset.to_string())
+            .header("content-type", "application/offset+octet-stream")
+            .body(body)
+    };
+    let first = patch(data[..5].to_vec(), 0).send().await.unwrap();
+    assert_eq!(first.status(), 204);
+    assert!(first.headers().get("link").is_none(), "not finished yet");
+    let last = patch(data[5..].to_vec(), 5).send().await.unwrap();
+    assert_eq!(last.status(), 204);
+    let link = link_target(&last);
+    let id = loc.rsplit('/').next().unwrap();
+    assert!(
+        link.starts_with(&h.url(&format!("/v1/media/{id}?sig="))),
+        "{link}"
+    );
+    let got = anonymous().get(&link).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.bytes().await.unwrap(), data);
+    let head = h
+        .http
+        .head(&loc)
+        .bearer_auth(TOKEN)
+        .header("tus-resumable", "1.0.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(link_target(&head), link);
+}

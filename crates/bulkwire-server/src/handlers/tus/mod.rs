@@ -67,7 +67,10 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
     let m = req.method().clone();
     match (m, id.is_empty()) {
         (Method::POST, true) => create(state, req, proto, owner).await,
-        (Method::HEAD, false) => answer(state, head(state, &id, proto).await, proto),
+        (Method::HEAD, false) => {
+            let r = head(state, &id, proto, req.headers()).await;
+            answer(state, r, proto)
+        }
         (Method::PATCH, false) => patch(state, req, &id, proto).await,
         (Method::DELETE, false) => answer(state, terminate(state, &id).await, proto),
         (m, collection) => {
@@ -154,6 +157,13 @@ fn options(state: &AppState) -> Response {
 /// The absolute URL of upload `id` (`public_url`, else the request's `Host`).
 fn location(state: &AppState, h: &HeaderMap, id: &str) -> String {
     format!("{}/v1/uploads/{id}", response::base_url(&state.config, h))
+}
+
+/// `Link` to a finished upload's media (same id): its link (`crate::links`),
+/// which works without credentials, as every `url` the server hands out.
+fn media_link(state: &AppState, h: &HeaderMap, id: &str) -> String {
+    let base = response::base_url(&state.config, h);
+    format!("<{base}{}>; rel=\"related\"", state.links.path(id))
 }
 
 /// What a creation request declares.
@@ -342,7 +352,12 @@ async fn create_run(
             body_len: content_length(h),
         };
         match append_to(state, &id, 0, want, reader).await {
-            Ok((o, _)) => offset = Some(o),
+            Ok((o, complete)) => {
+                offset = Some(o);
+                if complete {
+                    set(&mut r, "link", media_link(state, h, &id));
+                }
+            }
             Err(e) => {
                 // The client never learns the upload's URL: nothing of it
                 // may stay (nor count against open_uploads).
@@ -356,6 +371,7 @@ async fn create_run(
         // Nothing to wait for: an empty file is complete at once.
         recover_completion(state, &id).await?;
         offset = Some(0);
+        set(&mut r, "link", media_link(state, h, &id));
     } else if proto != Proto::Tus {
         offset = Some(0);
     }
@@ -470,6 +486,9 @@ async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: P
     let r = r.map(|(offset, complete)| {
         let mut r = no_content();
         set(&mut r, "upload-offset", offset);
+        if complete {
+            set(&mut r, "link", media_link(state, &parts.headers, id));
+        }
         set(&mut r, "upload-expires", proto::http_date(expires(state)));
         if let Proto::Ietf(_) = proto {
             set(
@@ -570,7 +589,12 @@ async fn declare_length(
 }
 
 /// `HEAD /v1/uploads/{id}`.
-async fn head(state: &Arc<AppState>, id: &str, proto: Proto) -> Result<Response, ApiError> {
+async fn head(
+    state: &Arc<AppState>,
+    id: &str,
+    proto: Proto,
+    h: &HeaderMap,
+) -> Result<Response, ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
     }
@@ -578,6 +602,7 @@ async fn head(state: &Arc<AppState>, id: &str, proto: Proto) -> Result<Response,
         // Its row expired after it became media: the media says the rest.
         let m = state.meta.get(id).await?.ok_or_else(|| not_found(id))?;
         let mut r = status_answer(proto, m.size, Some(m.size), true);
+        set(&mut r, "link", media_link(state, h, id));
         r.headers_mut().insert(
             http::header::CACHE_CONTROL,
             HeaderValue::from_static("no-store"),
@@ -612,6 +637,9 @@ async fn head(state: &Arc<AppState>, id: &str, proto: Proto) -> Result<Response,
         None => {}
     }
     set(&mut r, "upload-expires", proto::http_date(row.expires));
+    if st.complete {
+        set(&mut r, "link", media_link(state, h, id));
+    }
     Ok(r)
 }
 
@@ -749,5 +777,6 @@ async fn concat_final(
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(state, h, &rec.id));
     set(&mut r, "upload-offset", rec.size);
+    set(&mut r, "link", media_link(state, h, &rec.id));
     Ok(r)
 }
