@@ -1,7 +1,8 @@
 // A test-only web server for driving Uppy (npm `uppy`, 6.x) in a browser
 // against bulkwire: one origin serves the page, Uppy's browser bundle and,
 // by proxy, bulkwire's /v1 API. Same origin, so the browser needs no CORS
-// (bulkwire sends none). Nothing is fetched from a CDN.
+// (uppy_cors_server.js serves a page on another origin, through CORS).
+// Nothing is fetched from a CDN.
 //
 //   GET /               testsuite/node/uppy_page.html
 //   GET /config.json    the page's settings (`page` below)

@@ -8,8 +8,9 @@
 //!
 //! testsuite/node/uppy_chromium.js starts testsuite/node/uppy_server.js,
 //! which serves the test-only page (testsuite/node/uppy_page.html), the
-//! Uppy bundle and, by proxy, this server's /v1 on one origin (bulkwire
-//! sends no CORS headers, so the page must be same-origin). The driver
+//! Uppy bundle and, by proxy, this server's /v1 on one origin (a page behind
+//! the same proxy as its API; tests/uppy_cors.rs covers a page on another
+//! origin, through CORS). The driver
 //! gives two files to the Dashboard's file input (12 MiB of random bytes in
 //! 5 MiB chunks and a small PNG image), clicks Upload and reads what the
 //! page recorded. The big file is paused with `uppy.pauseResume()` right
