@@ -166,8 +166,13 @@ fn install_bulkwire(py: &Path) {
 }
 
 /// The foreign sdist's `tests/` and `pyproject.toml`, extracted once under
-/// the target dir; returns the directory that holds them.
+/// the target dir; returns the directory that holds them. One test at a
+/// time (two tests read python-multipart's), and into a scratch directory
+/// renamed into place, so that a directory that exists is whole even after
+/// a run killed mid-extraction.
 fn foreign(spec: &str) -> PathBuf {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let (name, version) = spec.split_once("==").unwrap();
     let dist = name.replace('-', "_");
     let root = work().join("sdists");
@@ -187,14 +192,20 @@ fn foreign(spec: &str) -> PathBuf {
         );
     }
     let tarball = root.join(format!("{dist}-{version}.tar.gz"));
+    let scratch = root.join(format!(".extracting-{dist}-{version}"));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
     let mut c = Command::new("tar");
-    c.arg("-xzf").arg(&tarball).arg("-C").arg(&root).args([
+    c.arg("-xzf").arg(&tarball).arg("-C").arg(&scratch).args([
         "--wildcards",
         &format!("{dist}-{version}/tests/*"),
         &format!("{dist}-{version}/pyproject.toml"),
     ]);
     let (ok, log) = run(c, &format!("extract-{dist}"));
     assert!(ok, "extracting {tarball:?} failed: {log}");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(scratch.join(format!("{dist}-{version}")), &dir).unwrap();
+    let _ = std::fs::remove_dir_all(&scratch);
     dir
 }
 
