@@ -763,7 +763,12 @@ async fn concatenation_of_partial_uploads_is_media_under_the_final_id() {
     let r = head(&h, &id).await;
     assert_tus(&r, 200);
     let concat = header(&r, "upload-concat").unwrap();
-    assert_eq!(concat, format!("final;/v1/uploads/{ida} /v1/uploads/{idb}"));
+    // Absolute, as every URL the server hands out.
+    let (ua, ub) = (
+        h.url(&format!("/v1/uploads/{ida}")),
+        h.url(&format!("/v1/uploads/{idb}")),
+    );
+    assert_eq!(concat, format!("final;{ua} {ub}"));
     assert_eq!(offset(&r), whole.len() as u64);
     assert_eq!(header(&r, "upload-length"), Some(whole.len().to_string()));
     assert_media(

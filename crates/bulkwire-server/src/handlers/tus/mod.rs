@@ -631,7 +631,8 @@ async fn head(
     match &st.concat {
         Some(ConcatState::Partial) => set(&mut r, "upload-concat", "partial"),
         Some(ConcatState::Final(ids)) => {
-            let urls: Vec<String> = ids.iter().map(|i| format!("/v1/uploads/{i}")).collect();
+            // Absolute, as every URL the server hands out.
+            let urls: Vec<String> = ids.iter().map(|i| location(state, h, i)).collect();
             set(&mut r, "upload-concat", format!("final;{}", urls.join(" ")));
         }
         None => {}
