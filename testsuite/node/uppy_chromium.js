@@ -30,6 +30,7 @@
 const fs = require('fs');
 const path = require('path');
 const { chromium } = require('playwright-core');
+const { ARGS, main } = require('./driver.js');
 const server = require('./uppy_server.js');
 
 function options(argv) {
@@ -46,20 +47,6 @@ function options(argv) {
     ...o,
   };
 }
-
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  // Debian's launcher adds this only when it can read /dev/shm's size;
-  // containers often have a tiny /dev/shm.
-  '--disable-dev-shm-usage',
-];
 
 async function run(o, report, deadline) {
   const web = await server.start({
@@ -137,22 +124,4 @@ async function run(o, report, deadline) {
   }
 }
 
-const o = options(process.argv);
-const report = { ok: false, console: [] };
-const deadline = Date.now() + o.timeoutMs;
-const timer = setTimeout(() => {
-  // run() is stuck: its `finally` closes nothing, so say so and exit
-  // (playwright closes the browser it launched when this process exits).
-  console.log(JSON.stringify({ ...report, error: `timed out after ${o.timeoutMs} ms` }));
-  process.exit(1);
-}, o.timeoutMs);
-run(o, report, deadline)
-  .catch((e) => {
-    report.ok = false;
-    report.error = String((e && e.stack) || e).slice(0, 4000);
-  })
-  .then(() => {
-    clearTimeout(timer);
-    console.log(JSON.stringify(report));
-    process.exit(report.ok ? 0 : 1);
-  });
+main(run, options(process.argv), { ok: false, console: [] });

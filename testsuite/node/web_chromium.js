@@ -29,6 +29,7 @@
 const fs = require('fs');
 const path = require('path');
 const { chromium } = require('playwright-core');
+const { ARGS, main } = require('./driver.js');
 
 function options(argv) {
   const o = JSON.parse(argv[2] || '{}');
@@ -41,18 +42,6 @@ function options(argv) {
   }
   return { chromium: '/usr/bin/chromium', timeoutMs: 120000, screenshots: {}, ...o };
 }
-
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--disable-dev-shm-usage',
-];
 
 /// What the library shows: one entry per card.
 function cards(page) {
@@ -366,20 +355,4 @@ async function run(o, report, deadline) {
   }
 }
 
-const o = options(process.argv);
-const report = { ok: false, console: [], foreign: [], screenshots: [], steps: [] };
-const deadline = Date.now() + o.timeoutMs;
-const timer = setTimeout(() => {
-  console.log(JSON.stringify({ ...report, ok: false, error: `timed out after ${o.timeoutMs} ms` }));
-  process.exit(1);
-}, o.timeoutMs);
-run(o, report, deadline)
-  .catch((e) => {
-    report.ok = false;
-    report.error = String((e && e.stack) || e).slice(0, 4000);
-  })
-  .then(() => {
-    clearTimeout(timer);
-    console.log(JSON.stringify(report));
-    process.exit(report.ok ? 0 : 1);
-  });
+main(run, options(process.argv), { ok: false, console: [], foreign: [], screenshots: [], steps: [] });

@@ -10,31 +10,14 @@ capability link) got with no credentials, by urllib.request:
 fault prints {"fault": code, "message": ...} and exits 3.
 """
 
-import hashlib
 import json
 import sys
-import urllib.error
-import urllib.request
 
 import requests
 import zeep
 import zeep.exceptions
 import zeep.transports
-
-
-def fetch_without_credentials(url):
-    """GETs a link with a bare opener: no Authorization, no cookies, no proxy
-    (not the zeep session, which carries the Basic credentials)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    req = urllib.request.Request(url)
-    try:
-        with opener.open(req, timeout=60) as r:
-            status, body = r.status, r.read()
-    except urllib.error.HTTPError as e:
-        status, body = e.code, e.read()
-    if req.has_header("Authorization"):
-        raise SystemExit("the link fetch sent an Authorization header")
-    return status, hashlib.sha256(body).hexdigest()
+from link_fetch import fetch_without_credentials
 
 
 def main():

@@ -13,12 +13,11 @@ itself with urllib.request and no credentials, and reports under
 "fetched" (by the upload's key) the url, `fetched_status` and
 `fetched_sha256` (hex SHA-256 of the body it got).
 """
-import hashlib
 import json
 import sys
-import urllib.error
-import urllib.request
 import xmlrpc.client
+
+from link_fetch import fetch_without_credentials
 
 
 def fault_of(f):
@@ -29,22 +28,10 @@ def fault_of(f):
     return None
 
 
-def fetch_without_credentials(url):
-    """GETs a link with a bare opener: no Authorization, no cookies, no proxy."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    req = urllib.request.Request(url)
-    try:
-        with opener.open(req, timeout=60) as r:
-            status, body = r.status, r.read()
-    except urllib.error.HTTPError as e:
-        status, body = e.code, e.read()
-    if req.has_header("Authorization"):
-        raise SystemExit("the link fetch sent an Authorization header")
-    return {
-        "url": url,
-        "fetched_status": status,
-        "fetched_sha256": hashlib.sha256(body).hexdigest(),
-    }
+def fetched(url):
+    """What a GET of the link without credentials got."""
+    status, sha = fetch_without_credentials(url)
+    return {"url": url, "fetched_status": status, "fetched_sha256": sha}
 
 
 def stdlib(url, user, pw, data):
@@ -67,7 +54,7 @@ def stdlib(url, user, pw, data):
     mc.system.methodHelp("wp.getMediaItem")
     mc.wp.getMediaItem(1, user, pw, out["upload"]["id"])
     out["multicall"] = list(mc())
-    out["fetched"] = {k: fetch_without_credentials(out[k]["url"]) for k in ("upload", "mw")}
+    out["fetched"] = {k: fetched(out[k]["url"]) for k in ("upload", "mw")}
     return out
 
 
@@ -107,7 +94,7 @@ def wordpress(url, user, pw, data):
         out["bad_login"] = None
     except InvalidCredentialsError as e:
         out["bad_login"] = str(e)
-    out["fetched"] = {"upload": fetch_without_credentials(out["upload"]["url"])}
+    out["fetched"] = {"upload": fetched(out["upload"]["url"])}
     return out
 
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const SKIP: &str = "<!-- not run by tests/readme.rs:";
+const NOT_RUN: &str = "<!-- not run by tests/readme.rs:";
 /// Longest a block may run (the load examples take a few seconds each).
 const BLOCK_DEADLINE: Duration = Duration::from_secs(180);
 
@@ -26,7 +26,7 @@ const BLOCK_DEADLINE: Duration = Duration::from_secs(180);
 struct Block {
     line: usize,
     text: String,
-    skip: Option<String>,
+    not_run: Option<String>,
 }
 
 fn blocks(readme: &str) -> Vec<Block> {
@@ -39,8 +39,8 @@ fn blocks(readme: &str) -> Vec<Block> {
             continue;
         }
         let prev = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
-        let skip = prev
-            .and_then(|l| l.trim().strip_prefix(SKIP))
+        let not_run = prev
+            .and_then(|l| l.trim().strip_prefix(NOT_RUN))
             .map(|r| r.trim_end_matches("-->").trim().to_string());
         let end = i
             + 1
@@ -51,7 +51,7 @@ fn blocks(readme: &str) -> Vec<Block> {
         out.push(Block {
             line: i + 1,
             text: lines[i + 1..end].join("\n"),
-            skip,
+            not_run,
         });
         i = end + 1;
     }
@@ -197,7 +197,7 @@ fn every_readme_example_runs_against_a_fresh_zero_config_server() {
     let srv = serve(&dir);
     let mut ran = 0;
     for b in &all {
-        match &b.skip {
+        match &b.not_run {
             Some(why) => eprintln!("README line {}: not run: {why}", b.line),
             None => {
                 run(b, &dir, &srv);
@@ -210,23 +210,23 @@ fn every_readme_example_runs_against_a_fresh_zero_config_server() {
     assert!(ran >= 5, "only {ran} README blocks ran");
     let runs_bulkwire = all
         .iter()
-        .filter(|b| b.skip.is_none())
+        .filter(|b| b.not_run.is_none())
         .filter(|b| b.text.contains("bulkwire load"))
         .count();
     assert!(runs_bulkwire >= 1, "the load examples did not run");
 }
 
 #[test]
-fn skip_notes_and_blocks_are_read_as_written() {
+fn not_run_notes_and_blocks_are_read_as_written() {
     let md = "a\n\n```sh\necho 1\n```\n<!-- not run by tests/readme.rs: slow -->\n```sh\necho 2\n```\n```text\nx\n```\n";
     let b = blocks(md);
     assert_eq!(b.len(), 2);
     assert_eq!(
-        (b[0].line, b[0].text.as_str(), b[0].skip.as_deref()),
+        (b[0].line, b[0].text.as_str(), b[0].not_run.as_deref()),
         (3, "echo 1", None)
     );
     assert_eq!(
-        (b[1].text.as_str(), b[1].skip.as_deref()),
+        (b[1].text.as_str(), b[1].not_run.as_deref()),
         ("echo 2", Some("slow"))
     );
 }

@@ -44,7 +44,8 @@ const SECRET_KEYS: [&str; 8] = [
 #[derive(Debug)]
 pub struct Entry {
     method: Method,
-    path: String,
+    /// Kept as is (a reference count): redacted only when a line is written.
+    uri: http::Uri,
     peer: Option<SocketAddr>,
     id: HeaderValue,
     start: Instant,
@@ -56,7 +57,7 @@ impl Entry {
     pub fn begin<B>(req: &mut Request<B>, peer: Option<SocketAddr>) -> Arc<Entry> {
         let e = Arc::new(Entry {
             method: req.method().clone(),
-            path: redacted(req.uri()),
+            uri: req.uri().clone(),
             peer,
             id: request_id(req.headers().get(&X_REQUEST_ID)),
             start: Instant::now(),
@@ -76,8 +77,10 @@ impl Entry {
     }
 }
 
-/// Wraps the answer's body: counts the bytes sent and writes the line when it is dropped.
-pub fn logged(entry: Arc<Entry>, status: u16, body: Body) -> Body {
+/// Wraps the answer's body, the one wrapper every answer gets: it holds `busy` (the connection
+/// is never shed while the answer is on its way, `crate::conns`), counts the bytes sent, and
+/// writes the line when hyper drops it, once it is sent or the connection is gone.
+pub fn logged(entry: Arc<Entry>, status: u16, body: Body, busy: crate::conns::Busy) -> Body {
     use http_body_util::BodyExt;
     Logged {
         body,
@@ -85,6 +88,7 @@ pub fn logged(entry: Arc<Entry>, status: u16, body: Body) -> Body {
         status,
         sent: 0,
         ended: false,
+        _busy: busy,
     }
     .boxed_unsync()
 }
@@ -95,6 +99,8 @@ struct Logged {
     status: u16,
     sent: u64,
     ended: bool,
+    // Held, never read: released when the answer's body is dropped.
+    _busy: crate::conns::Busy,
 }
 
 impl http_body::Body for Logged {
@@ -132,20 +138,32 @@ impl Drop for Logged {
         // hyper never polls a body it knows is empty (or a HEAD answer's).
         let ended =
             self.ended || http_body::Body::is_end_stream(&self.body) || e.method == Method::HEAD;
-        let outcome = if ended { "sent" } else { "cut" };
-        let peer = e.peer.map(|p| p.to_string()).unwrap_or_default();
+        // The fields are formatted only when the line is enabled (the macro
+        // checks first), straight into the subscriber's writer.
         tracing::info!(
             target: "bulkwire::access",
             method = %e.method,
-            path = %e.path,
+            path = %Redacted(&e.uri),
             status = self.status,
             bytes_in = e.bytes_in.load(Relaxed),
             bytes_out = self.sent,
             ms = format_args!("{:.3}", e.start.elapsed().as_secs_f64() * 1e3),
-            client = %peer,
-            request_id = %String::from_utf8_lossy(e.id.as_bytes()),
-            outcome = %outcome,
+            client = %Peer(e.peer),
+            request_id = %e.id.to_str().unwrap_or("-"),
+            outcome = %if ended { "sent" } else { "cut" },
         );
+    }
+}
+
+/// A client's address, or nothing.
+struct Peer(Option<SocketAddr>);
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(p) => p.fmt(f),
+            None => Ok(()),
+        }
     }
 }
 
@@ -158,25 +176,35 @@ fn request_id(given: Option<&HeaderValue>) -> HeaderValue {
     if let Some(v) = given.filter(usable) {
         return v.clone();
     }
-    let id = format!("{:016x}", rand::random::<u64>());
-    HeaderValue::from_str(&id).expect("hex digits are a valid header value")
+    let mut hex = [0u8; 16];
+    let n = rand::random::<u64>();
+    for (i, d) in hex.iter_mut().enumerate() {
+        *d = b"0123456789abcdef"[(n >> (60 - 4 * i) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&hex).expect("hex digits are a valid header value")
 }
 
-/// The path and query, with the values of [`SECRET_KEYS`] replaced.
-fn redacted(uri: &http::Uri) -> String {
-    let Some(q) = uri.query() else {
-        return uri.path().to_string();
-    };
-    let pairs: Vec<String> = q
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if SECRET_KEYS.iter().any(|s| k.eq_ignore_ascii_case(s)) => {
-                format!("{k}=REDACTED")
+/// The path and query, with the values of [`SECRET_KEYS`] replaced, written
+/// as it is displayed (no string built).
+struct Redacted<'a>(&'a http::Uri);
+
+impl std::fmt::Display for Redacted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.path())?;
+        let Some(q) = self.0.query() else {
+            return Ok(());
+        };
+        for (i, pair) in q.split('&').enumerate() {
+            f.write_str(if i == 0 { "?" } else { "&" })?;
+            match pair.split_once('=') {
+                Some((k, _)) if SECRET_KEYS.iter().any(|s| k.eq_ignore_ascii_case(s)) => {
+                    write!(f, "{k}=REDACTED")?
+                }
+                _ => f.write_str(pair)?,
             }
-            _ => pair.to_string(),
-        })
-        .collect();
-    format!("{}?{}", uri.path(), pairs.join("&"))
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -189,11 +217,11 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(
-            redacted(&u),
+            Redacted(&u).to_string(),
             "/v1/media/ab?sig=REDACTED&x=1&Token=REDACTED&X-Amz-Signature=REDACTED"
         );
         let u: http::Uri = "/v1/media".parse().unwrap();
-        assert_eq!(redacted(&u), "/v1/media");
+        assert_eq!(Redacted(&u).to_string(), "/v1/media");
     }
 
     #[test]

@@ -37,37 +37,6 @@ pub fn text(status: StatusCode, content_type: &'static str, body: String) -> Res
     r
 }
 
-/// `body` holding `busy` until hyper drops it, which it does once the body
-/// is sent (or the connection is gone).
-pub fn guarded(body: Body, busy: crate::conns::Busy) -> Body {
-    Guarded { body, _busy: busy }.boxed_unsync()
-}
-
-struct Guarded {
-    body: Body,
-    _busy: crate::conns::Busy,
-}
-
-impl http_body::Body for Guarded {
-    type Data = Bytes;
-    type Error = io::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
 /// The JSON error response; `close` when the request body was not read to
 /// its end (the connection cannot be reused).
 pub fn error(e: &ApiError, close: bool) -> Response {

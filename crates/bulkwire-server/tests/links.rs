@@ -162,23 +162,9 @@ async fn a_link_grants_no_listing_deleting_or_uploading() {
     );
 }
 
-/// A server on the embedded stores with `edit` applied to its config.
-async fn start_configured(edit: impl FnOnce(&mut Config)) -> (Harness, Config) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path(), Limits::default());
-    edit(&mut c);
-    let srv = Server::bind(c.clone()).await.unwrap().spawn().unwrap();
-    let h = Harness {
-        srv,
-        dir,
-        http: client(),
-    };
-    (h, c)
-}
-
 #[tokio::test]
 async fn links_expire_after_link_ttl() {
-    let (h, _) = start_configured(|c| c.link_ttl = Some(1)).await;
+    let h = start_configured(|c| c.link_ttl = Some(1)).await;
     let m = upload(&h, "soon.bin", "application/octet-stream", b"x").await;
     let url = m["url"].as_str().unwrap();
     assert!(url.contains("?exp="), "{url}");
@@ -195,7 +181,7 @@ async fn links_expire_after_link_ttl() {
 
 #[tokio::test]
 async fn rotating_the_key_revokes_every_link() {
-    let (h, _) = start_configured(|c| c.limits.auth_cache_ms = 1000).await;
+    let h = start_configured(|c| c.limits.auth_cache_ms = 1000).await;
     let m = upload(&h, "r.bin", "application/octet-stream", b"r").await;
     let old = m["url"].as_str().unwrap().to_string();
     assert_eq!(anonymous().get(&old).send().await.unwrap().status(), 200);
@@ -223,8 +209,7 @@ async fn rotating_the_key_revokes_every_link() {
 
 #[tokio::test]
 async fn urls_are_absolute_from_public_url_and_a_201_has_location() {
-    let (h, _) =
-        start_configured(|c| c.public_url = Some("https://media.example.com".into())).await;
+    let h = start_configured(|c| c.public_url = Some("https://media.example.com".into())).await;
     let r = h
         .put("p.bin", "application/octet-stream", b"p".to_vec())
         .await;
@@ -255,7 +240,7 @@ async fn urls_are_absolute_from_public_url_and_a_201_has_location() {
 #[tokio::test]
 async fn cors_preflight_needs_no_credentials_and_only_listed_origins_get_headers() {
     let app = "http://app.example:3000";
-    let (h, _) = start_configured(|c| c.cors_origins = vec![app.into()]).await;
+    let h = start_configured(|c| c.cors_origins = vec![app.into()]).await;
     let pre = anonymous()
         .request(reqwest::Method::OPTIONS, h.url("/v1/uploads"))
         .header("origin", app)

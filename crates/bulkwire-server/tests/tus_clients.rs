@@ -47,46 +47,12 @@ const CLIENT_DEADLINE: Duration = Duration::from_secs(300);
 // ---------------------------------------------------------------------------
 // Runtimes
 
-/// tus-js-client under target/tmp/node; the node_modules dir for
-/// NODE_PATH. Installed once per test process (tests run in parallel and
-/// would otherwise race on the same prefix).
+/// tus-js-client under target/tmp/node, pinned exactly (another package
+/// installed into the same prefix, Uppy in tus_browser.rs, may bring its
+/// own); the node_modules dir for NODE_PATH. Once per test process.
 fn tus_js() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        bulkwire_runtimes::need(bulkwire_runtimes::Runtime::Node);
-        let prefix = tmp().join("node");
-        let modules = prefix.join("node_modules");
-        let installed = modules.join("tus-js-client/package.json");
-        // The pinned version exactly: another package installed into the
-        // same prefix (Uppy, in tus_browser.rs) may bring its own.
-        let pinned = || {
-            let v = std::fs::read(&installed).unwrap_or_default();
-            let v: Value = serde_json::from_slice(&v).unwrap_or_default();
-            TUS_JS.ends_with(&format!("@{}", v["version"].as_str().unwrap_or("?")))
-        };
-        if !pinned() {
-            let ok = runs(
-                Command::new("npm")
-                    .args([
-                        "install",
-                        "--no-audit",
-                        "--no-fund",
-                        "--silent",
-                        "--save-exact",
-                    ])
-                    .arg("--prefix")
-                    .arg(&prefix)
-                    .arg(TUS_JS),
-            );
-            if !ok || !pinned() {
-                missing(
-                    &format!("{TUS_JS} from the npm registry"),
-                    "a reachable npm registry",
-                );
-            }
-        }
-        modules
-    })
+    DIR.get_or_init(|| npm_modules(&[TUS_JS]))
 }
 
 /// The Python of a venv under target/tmp with tuspy, made on first use.

@@ -30,7 +30,6 @@
 
 mod common;
 
-use bulkwire_server::{Limits, Server};
 use common::clients::*;
 use common::*;
 use serde_json::Value;
@@ -40,9 +39,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-const PLAYWRIGHT: &str = "playwright-core@1.65.1";
-const UPPY: &str = "uppy@6.0.1";
-const CHROMIUM: &str = "/usr/bin/chromium";
 const MIB: usize = 1 << 20;
 const CHUNK: usize = 5 * MIB;
 /// The driver's own bound for the whole browser run (it then closes the browser and fails).
@@ -55,53 +51,11 @@ const PAGE_SERVER_START: Duration = Duration::from_secs(30);
 // ---------------------------------------------------------------------------
 // Runtimes (as tus_browser.rs)
 
-/// Debian's Chromium, which playwright-core drives (it downloads none).
-fn chromium() -> &'static str {
-    let how = "Debian's chromium package: apt-get install chromium";
-    bulkwire_runtimes::need(bulkwire_runtimes::Runtime::Chromium);
-    if !runs(Command::new(CHROMIUM).arg("--version")) {
-        missing(&format!("Chromium at {CHROMIUM}"), how);
-    }
-    CHROMIUM
-}
-
-/// playwright-core and uppy under target/tmp/node, pinned exactly; the node_modules dir for
-/// NODE_PATH. Installed once per test process.
+/// The npm packages this suite needs (common `npm_modules`), once per
+/// test process.
 fn node_modules() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        bulkwire_runtimes::need(bulkwire_runtimes::Runtime::Node);
-        let prefix = tmp().join("node");
-        let modules = prefix.join("node_modules");
-        let version = |pkg: &str| -> Option<String> {
-            let text = std::fs::read_to_string(modules.join(pkg).join("package.json")).ok()?;
-            let j: Value = serde_json::from_str(&text).ok()?;
-            j["version"].as_str().map(str::to_string)
-        };
-        let wanted = [PLAYWRIGHT, UPPY];
-        let installed = || {
-            wanted.iter().all(|spec| {
-                let (pkg, v) = spec.rsplit_once('@').unwrap();
-                version(pkg).as_deref() == Some(v)
-            })
-        };
-        if !installed() {
-            let ok = runs(
-                Command::new("npm")
-                    .args(["install", "--no-audit", "--no-fund", "--silent"])
-                    .args(["--save-exact", "--prefix"])
-                    .arg(&prefix)
-                    .args(wanted),
-            );
-            if !ok || !installed() {
-                missing(
-                    &format!("{PLAYWRIGHT} and {UPPY} from the npm registry"),
-                    "a reachable npm registry",
-                );
-            }
-        }
-        modules
-    })
+    DIR.get_or_init(|| npm_modules(&[PLAYWRIGHT, UPPY]))
 }
 
 // ---------------------------------------------------------------------------
@@ -171,78 +125,8 @@ impl Drop for PageServer {
     }
 }
 
-/// bulkwire (embedded stores) answering CORS for `origins`.
-async fn start_cors(origins: Vec<String>) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path(), Limits::default());
-    c.cors_origins = origins;
-    let srv = Server::bind(c).await.unwrap().spawn().unwrap();
-    Harness {
-        srv,
-        dir,
-        http: client(),
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Test data
-
-/// A `w`×`h` RGB PNG of deterministic noise: zlib with stored (not compressed) deflate blocks,
-/// so no encoder is needed. Uppy's thumbnail generator decodes it (it shows in the screenshot).
-fn png(w: u32, h: u32, seed: u64) -> Vec<u8> {
-    fn crc32(bytes: &[u8]) -> u32 {
-        let mut c = !0u32;
-        for &b in bytes {
-            c ^= b as u32;
-            for _ in 0..8 {
-                c = if c & 1 == 1 {
-                    0xedb8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-            }
-        }
-        !c
-    }
-    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
-        out.extend((data.len() as u32).to_be_bytes());
-        let start = out.len();
-        out.extend(kind);
-        out.extend(data);
-        let crc = crc32(&out[start..]);
-        out.extend(crc.to_be_bytes());
-    }
-    let row = 3 * w as usize;
-    let pixels = payload(row * h as usize, seed);
-    let mut raw = Vec::new();
-    for line in pixels.chunks(row) {
-        raw.push(0); // filter: none
-        raw.extend(line);
-    }
-    let mut z = vec![0x78, 0x01];
-    let blocks: Vec<&[u8]> = raw.chunks(0xffff).collect();
-    for (i, b) in blocks.iter().enumerate() {
-        z.push(u8::from(i + 1 == blocks.len()));
-        z.extend((b.len() as u16).to_le_bytes());
-        z.extend((!(b.len() as u16)).to_le_bytes());
-        z.extend(*b);
-    }
-    let (mut a, mut b) = (1u32, 0u32);
-    for &x in &raw {
-        a = (a + x as u32) % 65521;
-        b = (b + a) % 65521;
-    }
-    z.extend(((b << 16) | a).to_be_bytes());
-    let mut ihdr = Vec::new();
-    ihdr.extend(w.to_be_bytes());
-    ihdr.extend(h.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]); // 8-bit RGB, deflate, no filter, no interlace
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    chunk(&mut out, b"IHDR", &ihdr);
-    chunk(&mut out, b"IDAT", &z);
-    chunk(&mut out, b"IEND", &[]);
-    out
-}
 
 struct Upload {
     name: &'static str,
@@ -413,7 +297,7 @@ fn page_served_only_itself(page: &PageServer) {
 async fn uppy_xhr_upload_and_tus_from_another_origin_through_cors() {
     chromium();
     let page = PageServer::start(node_modules());
-    let h = start_cors(vec![page.origin.clone()]).await;
+    let h = start_configured(|c| c.cors_origins = vec![page.origin.clone()]).await;
     let api = format!("http://{}", h.srv.addr);
     assert_ne!(api, page.origin, "the page and the API must be two origins");
 
@@ -594,7 +478,7 @@ async fn uppy_from_an_origin_not_listed_is_refused_and_nothing_is_stored() {
         format!("https://127.0.0.1:{port}"),
     ];
     assert!(!near.contains(&page.origin));
-    let h = start_cors(near).await;
+    let h = start_configured(|c| c.cors_origins = near).await;
     let api = format!("http://{}", h.srv.addr);
 
     // One item stored beforehand (through the API, not the browser), for its link.

@@ -68,7 +68,7 @@ pub async fn handle(
     crate::cors::decorate(origin, &mut r);
     state.metrics.observe_request(start.elapsed());
     let status = r.status().as_u16();
-    let mut r = r.map(|b| access::logged(entry.clone(), status, response::guarded(b, busy)));
+    let mut r = r.map(|b| access::logged(entry.clone(), status, b, busy));
     r.headers_mut()
         .insert(access::X_REQUEST_ID, entry.id().clone());
     Ok(r)
@@ -152,7 +152,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         }
         _ => {}
     }
-    if let Some(r) = crate::web::route_with(m, path, req.headers()) {
+    if let Some(r) = crate::web::route(m, path, req.headers()) {
         return r;
     }
     if path == "/soap" {

@@ -35,7 +35,7 @@ use crate::state::AppState;
 use crate::upload::{check_declared_length, BodyReader, FileSink, Ingest};
 use bulkwire_xop::{LimitKind, Message, Parser, Select, SoapVersion};
 use bytes::Bytes;
-use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, Method, Request, StatusCode};
 use hyper::body::Incoming;
 use staging::{Op, Staging, STAGE_CAP, STAGE_INPUT};
@@ -102,20 +102,10 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     fault_response(SoapVersion::Soap11, &e, unread)
 }
 
-/// `http://HOST/soap` for the WSDL's addresses: the request's `Host` when
-/// it is a plain host[:port], else the listening address.
+/// The WSDL's service address: this server's base URL (`public_url`, else
+/// the request's `Host`, as every URL it hands out) and `/soap`.
 fn address(h: &HeaderMap, state: &AppState) -> String {
-    let plain = |s: &&str| {
-        !s.is_empty()
-            && s.len() <= 255
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
-    };
-    let host = h.get(HOST).and_then(|v| v.to_str().ok()).filter(plain);
-    match host {
-        Some(host) => format!("http://{host}/soap"),
-        None => format!("http://{}/soap", state.config.listen),
-    }
+    format!("{}/soap", crate::response::base_url(&state.config, h))
 }
 
 /// The SOAP version to answer a fault in, before the envelope is read: a

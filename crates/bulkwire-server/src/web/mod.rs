@@ -61,13 +61,9 @@ fn etags() -> &'static [HeaderValue; 3] {
     })
 }
 
-/// The answer for a browser path (`/`, `/assets/…`), or `None` when `path` is not one.
-pub fn route(method: &Method, path: &str) -> Option<Response> {
-    route_with(method, path, &HeaderMap::new())
-}
-
-/// [`route`], answering `304 Not Modified` when `If-None-Match` names the asset's ETag.
-pub fn route_with(method: &Method, path: &str, headers: &HeaderMap) -> Option<Response> {
+/// The answer for a browser path (`/`, `/assets/…`), or `None` when `path` is not one;
+/// `304 Not Modified` when `If-None-Match` names the asset's ETag.
+pub fn route(method: &Method, path: &str, headers: &HeaderMap) -> Option<Response> {
     if path != "/" && !path.starts_with("/assets/") {
         return None;
     }

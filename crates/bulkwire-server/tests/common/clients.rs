@@ -126,3 +126,117 @@ pub fn upload_id(url: &str, origin: &str) -> String {
     assert!(id.len() == 32 && id.chars().all(hex), "upload id {id:?}");
     id.to_string()
 }
+
+// ---------------------------------------------------------------------------
+// Browsers and npm packages (tus_browser.rs, web_browser.rs, uppy_cors.rs)
+
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+pub const PLAYWRIGHT: &str = "playwright-core@1.65.1";
+pub const UPPY: &str = "uppy@6.0.1";
+
+/// Debian's Chromium, which playwright-core drives (it downloads none).
+pub fn chromium() -> &'static str {
+    bulkwire_runtimes::need(bulkwire_runtimes::Runtime::Chromium);
+    if !runs(Command::new(CHROMIUM).arg("--version")) {
+        missing(
+            &format!("Chromium at {CHROMIUM}"),
+            "Debian's chromium package: apt-get install chromium",
+        );
+    }
+    CHROMIUM
+}
+
+/// The npm packages `specs` (`name@version`) under target/tmp/node, pinned
+/// exactly (also in the prefix's package.json, so that another suite's
+/// install into the same prefix keeps them): the node_modules dir for
+/// NODE_PATH. Callers keep it in a `OnceLock` (tests run in parallel and
+/// would race on the prefix).
+pub fn npm_modules(specs: &[&str]) -> PathBuf {
+    bulkwire_runtimes::need(bulkwire_runtimes::Runtime::Node);
+    let prefix = tmp().join("node");
+    let modules = prefix.join("node_modules");
+    let version = |pkg: &str| -> Option<String> {
+        let text = std::fs::read_to_string(modules.join(pkg).join("package.json")).ok()?;
+        let j: Value = serde_json::from_str(&text).ok()?;
+        j["version"].as_str().map(str::to_string)
+    };
+    let installed = || {
+        specs.iter().all(|spec| {
+            let (pkg, v) = spec.rsplit_once('@').unwrap();
+            version(pkg).as_deref() == Some(v)
+        })
+    };
+    if !installed() {
+        let ok = runs(
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--silent"])
+                .args(["--save-exact", "--prefix"])
+                .arg(&prefix)
+                .args(specs),
+        );
+        if !ok || !installed() {
+            missing(
+                &format!("{} from the npm registry", specs.join(" and ")),
+                "a reachable npm registry",
+            );
+        }
+    }
+    modules
+}
+
+/// A `w`×`h` RGB PNG of deterministic noise: zlib with stored (not compressed) deflate
+/// blocks, so no encoder is needed; the browser decodes it.
+pub fn png(w: u32, h: u32, seed: u64) -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = !0u32;
+        for &b in bytes {
+            c ^= b as u32;
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend((data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend(kind);
+        out.extend(data);
+        let crc = crc32(&out[start..]);
+        out.extend(crc.to_be_bytes());
+    }
+    let row = 3 * w as usize;
+    let pixels = super::payload(row * h as usize, seed);
+    let mut raw = Vec::new();
+    for line in pixels.chunks(row) {
+        raw.push(0); // filter: none
+        raw.extend(line);
+    }
+    let mut z = vec![0x78, 0x01];
+    let blocks: Vec<&[u8]> = raw.chunks(0xffff).collect();
+    for (i, b) in blocks.iter().enumerate() {
+        z.push(u8::from(i + 1 == blocks.len()));
+        z.extend((b.len() as u16).to_le_bytes());
+        z.extend((!(b.len() as u16)).to_le_bytes());
+        z.extend(*b);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in &raw {
+        a = (a + x as u32) % 65521;
+        b = (b + a) % 65521;
+    }
+    z.extend(((b << 16) | a).to_be_bytes());
+    let mut ihdr = Vec::new();
+    ihdr.extend(w.to_be_bytes());
+    ihdr.extend(h.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]); // 8-bit RGB, deflate, no filter, no interlace
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(&mut out, b"IDAT", &z);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}

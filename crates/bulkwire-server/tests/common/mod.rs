@@ -240,6 +240,20 @@ pub fn rerun_on_shared_stores(skip: &[&str]) {
     println!("on PostgreSQL + SeaweedFS: {} passed", passed.unwrap_or(0));
 }
 
+/// A server on the embedded stores with `edit` applied to the test
+/// configuration (`public_url`, `cors_origins`, `link_ttl`, limits).
+pub async fn start_configured(edit: impl FnOnce(&mut Config)) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), Limits::default());
+    edit(&mut c);
+    let srv = Server::bind(c).await.unwrap().spawn().unwrap();
+    Harness {
+        srv,
+        dir,
+        http: client(),
+    }
+}
+
 /// A server on the given stores (usually test doubles wrapping the
 /// embedded ones under `dir`).
 pub async fn start_with(
