@@ -35,6 +35,9 @@ pub struct AppState {
     pub(crate) xmlrpc: crate::handlers::xmlrpc::Methods,
     /// The media link key (`crate::links`).
     pub links: crate::links::Links,
+    /// Aligned batches of `write_batch` bytes (in whole blocks) for
+    /// resumable appends, recycled.
+    pub(crate) batches: Arc<crate::store::AlignedPool>,
 }
 
 impl AppState {
@@ -71,6 +74,7 @@ impl AppState {
             reserve_permits: reserve,
             xmlrpc: crate::handlers::xmlrpc::Methods::new(),
             writers: Arc::default(),
+            batches: crate::store::AlignedPool::new(batch_size(&config.limits)),
             admitted: Default::default(),
             conns: Arc::new(crate::conns::Conns::new(
                 max_conns,
@@ -91,4 +95,10 @@ impl AppState {
 /// process id (for a person reading the `pending` table).
 pub(crate) fn node_id() -> String {
     format!("{}-{}", std::process::id(), &crate::store::new_id()[..16])
+}
+
+/// `write_batch` in whole blocks of [`crate::store::ALIGN`].
+fn batch_size(l: &crate::Limits) -> usize {
+    let a = crate::store::ALIGN;
+    (l.write_batch / a).max(1) * a
 }

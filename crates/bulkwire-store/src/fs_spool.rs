@@ -17,6 +17,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::fs::{blocking, remove_if_exists};
@@ -114,7 +115,7 @@ pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn Sp
     .await?;
     Ok(Box::new(FsSpool {
         file: Some(target),
-        inflight: None,
+        pipe: None,
         len,
         paths: p,
         lock,
@@ -158,22 +159,54 @@ pub(crate) async fn abort(p: FsSpoolPaths) -> io::Result<()> {
 }
 
 struct FsSpool {
-    /// The file, unless the write in flight holds it.
+    /// The file, unless the write loop holds it.
     file: Option<Target>,
-    inflight: Option<JoinHandle<io::Result<Target>>>,
+    pipe: Option<WritePipe>,
     /// Bytes handed to writes so far.
     len: u64,
     paths: FsSpoolPaths,
-    /// This writer's turn on the file, shared with its writes in flight.
+    /// This writer's turn on the file, shared with its write loop.
     lock: Arc<SpoolLock>,
 }
 
+/// Writes on the blocking pool, one batch after another as they come
+/// through a channel of [`WRITE_QUEUE`] batches: the next write starts as
+/// soon as the last one ends, without a round trip through the request's
+/// task (which kept the disk idle for two wake-ups per batch).
+struct WritePipe {
+    tx: mpsc::Sender<Vec<Bytes>>,
+    done: JoinHandle<io::Result<Target>>,
+}
+
+/// Batches waiting for the disk beyond the one being written.
+const WRITE_QUEUE: usize = 1;
+
+impl WritePipe {
+    /// A loop that outlives a dropped writer keeps the turn until its last
+    /// write has ended.
+    fn start(mut f: Target, turn: Arc<SpoolLock>) -> WritePipe {
+        let (tx, mut rx) = mpsc::channel::<Vec<Bytes>>(WRITE_QUEUE);
+        let done = tokio::task::spawn_blocking(move || {
+            while let Some(chunks) = rx.blocking_recv() {
+                f.write(&chunks)?;
+            }
+            drop(turn);
+            Ok(f)
+        });
+        WritePipe { tx, done }
+    }
+}
+
 impl FsSpool {
+    /// Waits for the writes handed over and takes the file back.
     async fn settle(&mut self) -> io::Result<Target> {
-        match self.inflight.take() {
-            Some(h) => h
-                .await
-                .map_err(|e| io::Error::other(format!("blocking task failed: {e}")))?,
+        match self.pipe.take() {
+            Some(p) => {
+                drop(p.tx);
+                p.done
+                    .await
+                    .map_err(|e| io::Error::other(format!("blocking task failed: {e}")))?
+            }
             None => self
                 .file
                 .take()
@@ -185,16 +218,24 @@ impl FsSpool {
 impl SpoolWriter for FsSpool {
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>> {
         Box::pin(async move {
-            let mut f = self.settle().await?;
+            if self.pipe.is_none() {
+                let f = self.settle().await?;
+                self.pipe = Some(WritePipe::start(f, self.lock.clone()));
+            }
             self.len += chunks.iter().map(|c| c.len() as u64).sum::<u64>();
-            // A write outlives a dropped writer: it keeps the turn.
-            let turn = self.lock.clone();
-            self.inflight = Some(tokio::task::spawn_blocking(move || {
-                f.write(&chunks)?;
-                drop(turn);
-                Ok(f)
-            }));
-            Ok(())
+            let sent = match &self.pipe {
+                Some(p) => p.tx.send(chunks).await.is_ok(),
+                None => false,
+            };
+            match sent {
+                true => Ok(()),
+                // The loop stopped at a failed write: its error.
+                false => Err(self
+                    .settle()
+                    .await
+                    .err()
+                    .unwrap_or_else(|| io::Error::other("the write loop ended early"))),
+            }
         })
     }
 

@@ -32,7 +32,7 @@ mod s3_spool;
 pub mod spool;
 mod sqlite;
 
-pub use direct::STAGING_BYTES;
+pub use direct::{AlignedBatch, AlignedPool, Batches, ALIGN, STAGING_BYTES};
 pub use fs::FsBlobStore;
 pub use lease::{Lease, Leases};
 #[cfg(feature = "postgres")]
