@@ -153,6 +153,7 @@ pub fn run(a: Args) -> ExitCode {
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(c.limits.blocking_threads())
         .build()
     {
         Ok(rt) => rt,

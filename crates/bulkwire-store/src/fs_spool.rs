@@ -172,7 +172,8 @@ struct FsSpool {
 /// Writes on the blocking pool, one batch after another as they come
 /// through a channel of [`WRITE_QUEUE`] batches: the next write starts as
 /// soon as the last one ends, without a round trip through the request's
-/// task (which kept the disk idle for two wake-ups per batch).
+/// task (which kept the disk idle for two wake-ups per batch). The loop
+/// keeps its blocking-pool thread until the writer syncs or ends.
 struct WritePipe {
     tx: mpsc::Sender<Vec<Bytes>>,
     done: JoinHandle<io::Result<Target>>,

@@ -57,7 +57,9 @@ impl Hashes {
 /// of [`HASH_QUEUE`] batches, so that it goes from one batch to the next
 /// without waiting for the request's task to hand it over (a hand-off per
 /// batch cost a wake-up of each side, the difference between keeping up
-/// with the disk and not).
+/// with the disk and not). The task keeps its thread while the append
+/// runs, also while a slow client sends: the runtime's blocking pool has
+/// two threads per upload slot for that (`Limits::blocking_threads`).
 struct HashPipe {
     tx: tokio::sync::mpsc::Sender<Bytes>,
     done: JoinHandle<Hashes>,
