@@ -245,6 +245,9 @@ impl MetaStore for MeteredMeta {
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         timed(self.h(MetaOp::Upload), self.inner.upload_get(id))
     }
+    fn single_process(&self) -> bool {
+        self.inner.single_process()
+    }
     fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         timed(self.h(MetaOp::Upload), self.inner.upload_claim(id))
     }
@@ -490,6 +493,9 @@ impl SpoolWriter for MeteredSpool {
     }
     fn saved(&mut self, ok: bool) -> BoxFut<'_, ()> {
         self.inner.saved(ok)
+    }
+    fn parkable(&self) -> bool {
+        self.inner.parkable()
     }
     fn finish(self: Box<Self>) -> BoxFut<'static, std::io::Result<()>> {
         let stats = self.stats;

@@ -190,6 +190,7 @@ impl Server {
         let (stop_tx, stop) = watch::channel(false);
         let janitor = AbortOnDrop(self.spawn_janitor());
         let _link_key = AbortOnDrop(self.spawn_link_key_reload());
+        let _parked = AbortOnDrop(self.spawn_parked_sweep());
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -231,6 +232,25 @@ impl Server {
                     Ok(k) => st.links.set_key(k),
                     Err(e) => tracing::warn!(error = %e, "link key reload failed"),
                 }
+            }
+        })
+    }
+
+    /// Closes the resumable writers parked for longer than their time
+    /// (`handlers::tus::lock`), so that an upload abandoned after a
+    /// request keeps no descriptor (nor, if it expires and is removed, its
+    /// deleted file's blocks) beyond `idle_timeout_ms` and a tick.
+    fn spawn_parked_sweep(&self) -> JoinHandle<()> {
+        let st = self.state.clone();
+        let every = st
+            .config
+            .limits
+            .idle_timeout()
+            .max(Duration::from_millis(100));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every / 2).await;
+                st.writers.sweep();
             }
         })
     }

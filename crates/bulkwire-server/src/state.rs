@@ -73,7 +73,10 @@ impl AppState {
             memory: Arc::new(Semaphore::new(budget)),
             reserve_permits: reserve,
             xmlrpc: crate::handlers::xmlrpc::Methods::new(),
-            writers: Arc::default(),
+            writers: Arc::new(crate::handlers::tus::Writers::new(
+                config.limits.max_uploads,
+                config.limits.idle_timeout(),
+            )),
             batches: crate::store::AlignedPool::new(batch_size(&config.limits)),
             admitted: Default::default(),
             conns: Arc::new(crate::conns::Conns::new(

@@ -431,6 +431,80 @@ async fn core_create_head_patch_in_chunks_becomes_media() {
     assert_eq!(scraped(&h, TUS_OK).await, ok_before + 3);
 }
 
+/// This process's descriptors open on a file whose path names `id`.
+fn open_files_of(id: &str) -> usize {
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap();
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|t| t.to_string_lossy().contains(id))
+        .count()
+}
+
+fn store_ops(h: &Harness, store: &str, op: &str) -> u64 {
+    let backend = match (backend(), store) {
+        (Backend::Embedded, "blobs") => "files",
+        (Backend::Embedded, _) => "sqlite",
+        (Backend::Shared, "blobs") => "s3",
+        (Backend::Shared, _) => "postgres",
+    };
+    let series = format!(
+        "bulkwire_store_seconds_count{{store=\"{store}\",backend=\"{backend}\",op=\"{op}\"}}"
+    );
+    metric_u64(h, &series)
+}
+
+/// On the embedded store a request that ends on a saved offset leaves
+/// its writer open for the next one (no claim, no open); every other
+/// request for the upload closes it first. On shared stores every request
+/// claims the row and opens the spool.
+#[tokio::test]
+async fn the_next_request_on_this_node_goes_on_with_the_open_writer() {
+    let h = start(Limits::default()).await;
+    let embedded = backend() == Backend::Embedded;
+    let data = payload(4 * 300_000 + 7, 31);
+    let id = create(&h, data.len()).await;
+    assert_tus(&patch(&h, &id, 0, &data[..300_000]).await, 204);
+    if embedded {
+        assert_eq!(open_files_of(&id), 1, "parked with its spool open");
+    }
+    let (opens, meta) = (
+        store_ops(&h, "blobs", "spool"),
+        store_ops(&h, "meta", "upload"),
+    );
+    patch_rest(&h, &id, &data[..900_000], 300_000, 2).await;
+    let opened = store_ops(&h, "blobs", "spool") - opens;
+    let meta_ops = store_ops(&h, "meta", "upload") - meta;
+    match embedded {
+        // Two saves, nothing else.
+        true => assert_eq!((opened, meta_ops), (0, 2)),
+        // A claim and a save each, and an open each.
+        false => assert_eq!((opened, meta_ops), (2, 4)),
+    }
+    // A wrong offset leaves the writer to the next request, which goes on.
+    assert_tus(&patch(&h, &id, 0, &data[..10]).await, 409);
+    assert_tus(
+        &patch(&h, &id, 900_000, &data[900_000..1_200_000]).await,
+        204,
+    );
+    // Any other holder of the upload, here a length declared late (and
+    // refused), drops it and claims.
+    let r = patch_req(&h, &id, 1_200_000, &[])
+        .header("upload-length", data.len() + 1)
+        .send()
+        .await
+        .unwrap();
+    assert_tus(&r, 400);
+    assert_eq!(open_files_of(&id), 0, "closed by the other request");
+    patch_rest(&h, &id, &data, 1_200_000, 1).await;
+    assert_media(&h, &id, &data, None, "application/octet-stream").await;
+    assert_eq!(open_files_of(&id), 0, "a finished upload parks nothing");
+
+    let other = create(&h, 1000).await;
+    assert_tus(&patch(&h, &other, 0, &[5u8; 400]).await, 204);
+    assert_tus(&send(tus(&h, Method::DELETE, &path(&other))).await, 204);
+    assert_eq!(open_files_of(&other), 0, "DELETE closes the parked writer");
+    assert_tus(&head(&h, &other).await, 404);
+}
+
 #[tokio::test]
 async fn wrong_offset_is_409_with_the_true_offset() {
     let h = start(Limits::default()).await;

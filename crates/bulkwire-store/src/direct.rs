@@ -48,11 +48,6 @@ pub(super) struct Direct {
     tail: Vec<u8>,
     /// Bytes written to the file so far (a multiple of `ALIGN`).
     offset: u64,
-    /// The staging buffer kept between writes (a resumable upload's spool,
-    /// written batch after batch by its one writer); `None` for blob
-    /// writers, which allocate one per write (see [`Staging`]).
-    kept: Option<Staging>,
-    keep: bool,
 }
 
 /// The aligned buffer one write goes through. It lives only for that write,
@@ -118,8 +113,6 @@ impl Target {
                     file,
                     tail,
                     offset: aligned,
-                    kept: None,
-                    keep: true,
                 }))
             }
             // No direct I/O here (EINVAL): through the page cache.
@@ -184,8 +177,6 @@ impl Direct {
             file,
             tail: Vec::with_capacity(ALIGN),
             offset: 0,
-            kept: None,
-            keep: false,
         }
     }
 
@@ -194,8 +185,7 @@ impl Direct {
         if chunks.is_empty() {
             return Ok(());
         }
-        let mut st = self.kept.take().unwrap_or_else(Staging::new);
-        st.held = 0;
+        let mut st = Staging::new();
         st.push(&self.tail, &self.file, &mut self.offset)?;
         for c in chunks {
             st.push(c, &self.file, &mut self.offset)?;
@@ -203,9 +193,6 @@ impl Direct {
         st.write_blocks(&self.file, &mut self.offset)?;
         self.tail.clear();
         self.tail.extend_from_slice(st.held());
-        if self.keep {
-            self.kept = Some(st);
-        }
         Ok(())
     }
 

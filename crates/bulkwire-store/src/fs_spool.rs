@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -177,6 +178,9 @@ struct FsSpool {
 struct WritePipe {
     tx: mpsc::Sender<Vec<Bytes>>,
     done: JoinHandle<io::Result<Target>>,
+    /// Set before the channel closes: the loop then makes the file durable
+    /// right after its last write, without another trip to the pool.
+    sync: Arc<AtomicBool>,
 }
 
 /// Batches waiting for the disk beyond the one being written.
@@ -187,31 +191,49 @@ impl WritePipe {
     /// write has ended.
     fn start(mut f: Target, turn: Arc<SpoolLock>) -> WritePipe {
         let (tx, mut rx) = mpsc::channel::<Vec<Bytes>>(WRITE_QUEUE);
+        let sync = Arc::new(AtomicBool::new(false));
+        let then_sync = sync.clone();
         let done = tokio::task::spawn_blocking(move || {
             while let Some(chunks) = rx.blocking_recv() {
                 f.write(&chunks)?;
             }
+            if then_sync.load(Ordering::Acquire) {
+                f.sync()?;
+            }
             drop(turn);
             Ok(f)
         });
-        WritePipe { tx, done }
+        WritePipe { tx, done, sync }
     }
 }
 
 impl FsSpool {
     /// Waits for the writes handed over and takes the file back.
     async fn settle(&mut self) -> io::Result<Target> {
+        self.settle_then(false).await
+    }
+
+    /// As [`FsSpool::settle`], making the file durable (`Target::sync`)
+    /// when `sync`.
+    async fn settle_then(&mut self, sync: bool) -> io::Result<Target> {
         match self.pipe.take() {
             Some(p) => {
+                p.sync.store(sync, Ordering::Release);
                 drop(p.tx);
                 p.done
                     .await
                     .map_err(|e| io::Error::other(format!("blocking task failed: {e}")))?
             }
-            None => self
-                .file
-                .take()
-                .ok_or_else(|| io::Error::other("spool used after a failed write")),
+            None => {
+                let mut f = self
+                    .file
+                    .take()
+                    .ok_or_else(|| io::Error::other("spool used after a failed write"))?;
+                match sync {
+                    true => blocking(move || f.sync().map(|()| f)).await,
+                    false => Ok(f),
+                }
+            }
         }
     }
 }
@@ -242,14 +264,17 @@ impl SpoolWriter for FsSpool {
 
     fn sync(&mut self) -> BoxFut<'_, io::Result<Spool>> {
         Box::pin(async move {
-            let mut f = self.settle().await?;
-            let f = blocking(move || f.sync().map(|()| f)).await?;
+            let f = self.settle_then(true).await?;
             self.file = Some(f);
             Ok(Spool {
                 len: self.len,
                 ..Spool::default()
             })
         })
+    }
+
+    fn parkable(&self) -> bool {
+        true
     }
 
     fn saved(&mut self, _ok: bool) -> BoxFut<'_, ()> {

@@ -355,6 +355,14 @@ pub trait MetaStore: Send + Sync + 'static {
 
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
 
+    /// True when only this process uses the store (SQLite): every writer
+    /// of an upload is then one of this process's, which it serialises
+    /// itself, so a writer that already holds an upload's row may go on
+    /// without claiming it again.
+    fn single_process(&self) -> bool {
+        false
+    }
+
     /// Makes the caller the upload's writer: bumps `gen` and returns the
     /// row as it is now. Any earlier writer's next save fails.
     fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;

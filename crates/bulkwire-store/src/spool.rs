@@ -92,6 +92,14 @@ pub trait SpoolWriter: Send {
     /// [`crate::BlobStore::open`]. Call after a saved [`SpoolWriter::sync`]
     /// that reached the upload's length.
     fn finish(self: Box<Self>) -> BoxFut<'static, io::Result<()>>;
+
+    /// True when this writer, synced and saved, may be kept open for the
+    /// upload's next request on this node: it then holds one descriptor
+    /// and no buffered bytes (a file). False where it would hold more (an
+    /// S3 part being filled).
+    fn parkable(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -683,6 +683,12 @@ impl MetaStore for SqliteMeta {
         })
     }
 
+    fn single_process(&self) -> bool {
+        // The file is opened by one process (DESIGN.md: the embedded store
+        // is one node).
+        true
+    }
+
     fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         let id = id.to_string();
         // Without an fsync: only this process uses the file, and after a

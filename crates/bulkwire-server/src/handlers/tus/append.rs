@@ -15,7 +15,7 @@
 //! nothing of the body counts before it is verified at its end: a
 //! mismatch (460) keeps none of its bytes.
 
-use super::lock::WriterGuard;
+use super::lock::{Parked, WriterGuard};
 use super::proto::Alg;
 use super::state::UploadState;
 use crate::error::{ApiError, Kind};
@@ -96,6 +96,20 @@ impl HashPipe {
     }
 }
 
+/// The digests of a [`HashPipe`] once it has fed in everything handed
+/// over, or the ones at hand.
+async fn settle(
+    pipe: &mut Option<HashPipe>,
+    idle: &mut Option<Hashes>,
+) -> Result<Hashes, ApiError> {
+    match pipe.take() {
+        Some(p) => p.finish().await,
+        None => idle
+            .take()
+            .ok_or_else(|| ApiError::storage("hasher used after a failure")),
+    }
+}
+
 /// What the request asked for beyond its bytes.
 pub struct Want {
     /// `Upload-Checksum`: algorithm and digest of this request's body.
@@ -147,13 +161,17 @@ impl Append {
         st: UploadState,
         want: &Want,
         guard: WriterGuard,
+        parked: Option<Box<dyn SpoolWriter>>,
     ) -> Result<Append, ApiError> {
         let id = row.id.clone();
-        let writer = state
-            .blobs
-            .spool_open(&id, st.spool.clone())
-            .await
-            .map_err(storage_error)?;
+        let writer = match parked {
+            Some(w) => w,
+            None => state
+                .blobs
+                .spool_open(&id, st.spool.clone())
+                .await
+                .map_err(storage_error)?,
+        };
         let check = want.checksum.as_ref().map(|(a, _)| match a {
             Alg::Sha1 => Check::Sha1(sha1::Sha1::new()),
             Alg::Sha256 => Check::Sha256(Sha256::new()),
@@ -320,13 +338,7 @@ impl Append {
 
     /// The digests with every batch handed over so far fed in.
     async fn settle_hash(&mut self) -> Result<Hashes, ApiError> {
-        match self.hashing.take() {
-            Some(pipe) => pipe.finish().await,
-            None => self
-                .hashes
-                .take()
-                .ok_or_else(|| ApiError::storage("hasher used after a failure")),
-        }
+        settle(&mut self.hashing, &mut self.hashes).await
     }
 
     /// Compares the request's checksum (460 on a mismatch: nothing of the
@@ -353,10 +365,15 @@ impl Append {
     /// hash state, fenced by this writer's generation.
     pub async fn checkpoint(&mut self) -> Result<(), ApiError> {
         self.write_queue().await?;
-        let h = self.settle_hash().await?;
+        // The file is made durable while the hash catches up.
+        let (h, spool) = tokio::join!(
+            settle(&mut self.hashing, &mut self.hashes),
+            self.writer.sync()
+        );
+        let h = h?;
         self.st.set_hasher(&h.file);
         self.hashes = Some(h);
-        let spool = self.writer.sync().await.map_err(storage_error)?;
+        let spool = spool.map_err(storage_error)?;
         let mut st = self.st.clone();
         st.spool = spool;
         let saved = self.save(st.clone(), None).await;
@@ -392,6 +409,21 @@ impl Append {
             }
             None => Err(taken_over()),
         }
+    }
+
+    /// Leaves the writer open for the upload's next append on this node,
+    /// where that is cheap and safe (`lock.rs`); else it closes.
+    pub fn park(self) {
+        let idle = self.hashing.is_none() && self.batch.is_none() && !self.has_unsaved();
+        if !(idle && self.state.meta.single_process() && self.writer.parkable()) {
+            return;
+        }
+        let p = Parked {
+            row: self.row,
+            st: self.st,
+            writer: self.writer,
+        };
+        self.guard.park(p);
     }
 
     /// True once every byte of a known length is saved.

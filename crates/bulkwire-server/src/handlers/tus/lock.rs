@@ -14,17 +14,41 @@
 //! The rule a client sees: the newest request wins; an older one still
 //! sending is cut with 409 Conflict, and the newer one continues from the
 //! last durable offset (a mismatch is 409 with the right `Upload-Offset`).
+//!
+//! Where the metadata store is this process's alone (SQLite) and the spool
+//! is a file, a request that ends on a saved offset parks its writer in
+//! the upload's slot: the next request for the upload on this node goes on
+//! with its row and open file, without a claim or an open (two round trips
+//! to the blocking pool, ~0.5 ms of each 8 MiB `PATCH`). Only an append
+//! takes a parked writer; every other holder of the slot (a `DELETE`, a
+//! length declared late, a recovery) drops it and claims the row, so a
+//! parked row is never older than the stored one. At most `max_uploads`
+//! are parked, each for at most `idle_timeout_ms`.
 
+use super::state::UploadState;
+use crate::store::{SpoolWriter, UploadRow};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedMutexGuard};
 
-/// The uploads this node is writing now. Entries live as long as a writer
-/// holds or waits for them: at most one per admitted upload request.
-#[derive(Default)]
+/// The uploads this node is writing now, or has a writer parked for.
+/// Entries live as long as a writer holds, waits for or parked them: at
+/// most one per admitted upload request, plus the parked ones.
 pub struct Writers {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Parked writers at most (`max_uploads`).
+    park_max: usize,
+    /// A parked writer older than this is dropped (`idle_timeout_ms`).
+    park_ttl: Duration,
+}
+
+/// A writer left open, with the row and state it last saved.
+pub struct Parked {
+    pub row: UploadRow,
+    pub st: UploadState,
+    pub writer: Box<dyn SpoolWriter>,
 }
 
 #[derive(Default)]
@@ -35,6 +59,14 @@ struct Slot {
     /// The newest request's ticket: a waiter that gets the lock while a
     /// newer one waits behind it yields at once.
     latest: AtomicU64,
+    /// A writer parked by the last request, and when.
+    parked: Mutex<Option<(Parked, Instant)>>,
+}
+
+impl Slot {
+    fn parked(&self) -> std::sync::MutexGuard<'_, Option<(Parked, Instant)>> {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The right to write one upload on this node; `stop` fires when a newer
@@ -46,12 +78,70 @@ pub struct WriterGuard {
     _lock: OwnedMutexGuard<()>,
     pub stop: Arc<Notify>,
     ticket: u64,
+    /// The writer the previous request parked, for an append to take.
+    pub parked: Option<Parked>,
 }
 
 impl Writers {
+    pub fn new(park_max: usize, park_ttl: Duration) -> Writers {
+        Writers {
+            slots: Mutex::default(),
+            park_max,
+            park_ttl,
+        }
+    }
+
+    /// As [`Writers::take`], with the writer the previous request parked
+    /// if it is still fresh: for an append, which alone may go on with it.
+    pub async fn take_for_append(self: &Arc<Self>, id: &str) -> WriterGuard {
+        let mut g = self.acquire(id).await;
+        let parked = g.slot.parked().take();
+        g.parked = parked
+            .filter(|(_, at)| at.elapsed() < self.park_ttl)
+            .map(|(p, _)| p);
+        g
+    }
+
+    /// Drops parked writers past their time, and the oldest beyond
+    /// `park_max`. Their descriptors close outside the locks.
+    pub fn sweep(&self) {
+        let mut gone = Vec::new();
+        {
+            let mut m = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let mut parked: Vec<(Instant, String)> = m
+                .iter()
+                .filter_map(|(id, s)| s.parked().as_ref().map(|(_, at)| (*at, id.clone())))
+                .collect();
+            parked.sort();
+            let over = parked.len().saturating_sub(self.park_max);
+            for (i, (at, id)) in parked.into_iter().enumerate() {
+                if i >= over && at.elapsed() < self.park_ttl {
+                    continue;
+                }
+                let Some(slot) = m.get(&id).cloned() else {
+                    continue;
+                };
+                gone.extend(slot.parked().take());
+                // Only the map holds it: nobody writes or waits.
+                if Arc::strong_count(&slot) == 2 {
+                    m.remove(&id);
+                }
+            }
+        }
+        drop(gone);
+    }
+
     /// Asks the current writer of `id`, if any, to stop, and waits until
-    /// it has.
+    /// it has. A writer parked for `id` is dropped: only an append may go
+    /// on with it.
     pub async fn take(self: &Arc<Self>, id: &str) -> WriterGuard {
+        let g = self.acquire(id).await;
+        let stale = g.slot.parked().take();
+        drop(stale);
+        g
+    }
+
+    async fn acquire(self: &Arc<Self>, id: &str) -> WriterGuard {
         let slot = {
             let mut m = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             m.entry(id.to_string()).or_default().clone()
@@ -72,6 +162,7 @@ impl Writers {
             _lock: lock,
             stop,
             ticket,
+            parked: None,
         }
     }
 
@@ -87,13 +178,20 @@ impl WriterGuard {
     pub fn superseded(&self) -> bool {
         self.slot.latest.load(SeqCst) != self.ticket
     }
+
+    /// Leaves `p` for the upload's next append on this node.
+    pub fn park(&self, p: Parked) {
+        *self.slot.parked() = Some((p, Instant::now()));
+        self.writers.sweep();
+    }
 }
 
 impl Drop for WriterGuard {
     fn drop(&mut self) {
         let mut m = self.writers.slots.lock().unwrap_or_else(|p| p.into_inner());
-        // The map's reference and this guard's: nobody else waits.
-        if Arc::strong_count(&self.slot) == 2 {
+        // The map's reference and this guard's: nobody else waits, and no
+        // writer is parked.
+        if Arc::strong_count(&self.slot) == 2 && self.slot.parked().is_none() {
             m.remove(&self.id);
         }
     }
@@ -104,9 +202,90 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A writer that records its drop (its file closing).
+    struct Probe(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+
+    impl SpoolWriter for Probe {
+        fn write(&mut self, _: Vec<bytes::Bytes>) -> crate::store::BoxFut<'_, std::io::Result<()>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn sync(&mut self) -> crate::store::BoxFut<'_, std::io::Result<crate::store::Spool>> {
+            Box::pin(async { Ok(crate::store::Spool::default()) })
+        }
+        fn saved(&mut self, _: bool) -> crate::store::BoxFut<'_, ()> {
+            Box::pin(async {})
+        }
+        fn finish(self: Box<Self>) -> crate::store::BoxFut<'static, std::io::Result<()>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    async fn park(w: &Arc<Writers>, id: &str) -> Arc<std::sync::atomic::AtomicBool> {
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let g = w.take_for_append(id).await;
+        let row = UploadRow {
+            id: id.into(),
+            owner: "o".into(),
+            expires: 0,
+            gen: 1,
+            open: true,
+            state: String::new(),
+        };
+        let st = UploadState::new(crate::store::Spool::default(), None);
+        let writer = Box::new(Probe(dropped.clone()));
+        g.park(Parked { row, st, writer });
+        dropped
+    }
+
+    #[tokio::test]
+    async fn parked_writers_are_bounded_in_number_and_time_and_only_appends_take_them() {
+        let w = Arc::new(Writers::new(2, Duration::from_secs(30)));
+        let a = park(&w, "a").await;
+        let b = park(&w, "b").await;
+        let c = park(&w, "c").await;
+        assert!(a.load(SeqCst), "the oldest beyond the cap is closed");
+        assert!(!b.load(SeqCst) && !c.load(SeqCst));
+        assert_eq!(
+            w.len(),
+            2,
+            "a parked writer keeps its slot, a closed one not"
+        );
+        let g = w.take_for_append("b").await;
+        assert!(g.parked.is_some(), "an append goes on with it");
+        drop(g);
+        assert!(b.load(SeqCst), "not parked again: closed");
+        let g = w.take("c").await;
+        assert!(
+            g.parked.is_none() && c.load(SeqCst),
+            "any other holder closes it"
+        );
+        drop(g);
+        assert_eq!(w.len(), 0);
+
+        let w = Arc::new(Writers::new(2, Duration::from_millis(50)));
+        let d = park(&w, "d").await;
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        w.sweep();
+        assert!(d.load(SeqCst), "past its time: closed by the sweep");
+        assert_eq!(w.len(), 0);
+        let e = park(&w, "e").await;
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let g = w.take_for_append("e").await;
+        assert!(
+            g.parked.is_none() && e.load(SeqCst),
+            "too old to go on with"
+        );
+    }
+
     #[tokio::test]
     async fn among_three_at_once_the_newest_wins() {
-        let w = Arc::new(Writers::default());
+        let w = Arc::new(Writers::new(4, Duration::from_secs(30)));
         let first = w.take("a").await;
         let (w2, w3) = (w.clone(), w.clone());
         let second = tokio::spawn(async move { w2.take("a").await });
@@ -123,7 +302,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_newcomer_stops_the_holder_and_takes_over() {
-        let w = Arc::new(Writers::default());
+        let w = Arc::new(Writers::new(4, Duration::from_secs(30)));
         let first = w.take("a").await;
         let stop = first.stop.clone();
         let w2 = w.clone();

@@ -400,11 +400,21 @@ async fn append_to(
     want: Want,
     reader: &mut BodyReader,
 ) -> Result<(u64, bool), ApiError> {
-    let guard = state.writers.take(id).await;
+    let mut guard = state.writers.take_for_append(id).await;
     if guard.superseded() {
         return Err(append::taken_over());
     }
-    let (row, st) = claim_row(state, id).await?;
+    // A writer this node parked goes on with its row: nobody else can
+    // have written it (`lock.rs`).
+    let (row, st, writer) = match guard.parked.take() {
+        Some(p) if state.meta.single_process() && p.row.expires >= now() => {
+            (p.row, p.st, Some(p.writer))
+        }
+        _ => {
+            let (row, st) = claim_row(state, id).await?;
+            (row, st, None)
+        }
+    };
     if row.expires < now() && !st.complete {
         return Err(gone(id));
     }
@@ -423,7 +433,7 @@ async fn append_to(
         return Ok((st.offset(), true));
     }
     let _admission = admit(state, reader.progress(), 0).await?;
-    let mut a = Append::open(state, row, st, &want, guard).await?;
+    let mut a = Append::open(state, row, st, &want, guard, writer).await?;
     a.body(reader).await?;
     if want.complete_at_end {
         if a.st.length.is_some_and(|l| l != a.st.offset()) {
@@ -435,6 +445,7 @@ async fn append_to(
     }
     let at = a.st.offset();
     if !a.is_full() {
+        a.park();
         return Ok((at, false));
     }
     a.complete().await?;
