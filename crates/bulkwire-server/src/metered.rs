@@ -430,6 +430,20 @@ impl BlobStore for MeteredBlobs {
             self.inner.spool_finish(id, spool),
         )
     }
+    fn spool_read<'a>(
+        &'a self,
+        id: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, std::io::Result<Option<crate::store::BlobStream>>> {
+        timed(
+            self.stats.blob_op(BlobOp::Open),
+            self.inner.spool_read(id, offset, len),
+        )
+    }
+    fn spool_readable(&self) -> bool {
+        self.inner.spool_readable()
+    }
     fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
         timed(
             self.stats.blob_op(BlobOp::Spool),

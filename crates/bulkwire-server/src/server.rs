@@ -269,6 +269,9 @@ impl Server {
     /// Serves a new connection within the budget ([`crate::conns`]): shed
     /// another at the cap, or answer 503.
     fn accept(&self, stream: TcpStream, builder: &http1::Builder, stop: &watch::Receiver<bool>) {
+        // Answers go out whole at once: Nagle's algorithm would only hold
+        // a short one back for the ACK of the last.
+        let _ = stream.set_nodelay(true);
         let state = self.state.clone();
         let (handle, shed) = match state.conns.admit() {
             Admit::Serve {

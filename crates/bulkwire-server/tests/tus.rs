@@ -505,6 +505,50 @@ async fn the_next_request_on_this_node_goes_on_with_the_open_writer() {
     assert_tus(&head(&h, &other).await, 404);
 }
 
+/// A request may answer before the hash has caught up with its bytes;
+/// its state then says where the hash stands, and a writer that does not
+/// have the hash at hand (after a restart, or when the parked writer was
+/// closed) reads the rest back from the spool: the file's SHA-256 is
+/// exact. S3 cannot read back the parts of an unfinished upload: there a
+/// state never lags, and one that does is refused, never hashed wrong.
+#[tokio::test]
+async fn a_hash_that_lags_behind_the_offset_is_caught_up_from_the_spool() {
+    let h = start(Limits::default()).await;
+    let data = payload(700_000, 32);
+    let id = create(&h, data.len()).await;
+    let fresh = create(&h, 1).await;
+    assert_tus(&patch(&h, &id, 0, &data[..300_000]).await, 204);
+    // The state as a writer that stopped right after answering leaves it,
+    // its hash at the start.
+    let meta = &h.srv.state.meta;
+    let initial = meta.upload_get(&fresh).await.unwrap().unwrap();
+    let initial: Value = serde_json::from_str(&initial.state).unwrap();
+    let mut row = meta.upload_get(&id).await.unwrap().unwrap();
+    let mut st: Value = serde_json::from_str(&row.state).unwrap();
+    st["sha256"] = initial["sha256"].clone();
+    st["hashed"] = 0.into();
+    row.state = st.to_string();
+    assert!(meta.upload_save(&row, None).await.unwrap().is_some());
+    // Another request for the upload closes the parked writer (and its
+    // hash at hand).
+    let r = patch_req(&h, &id, 300_000, &[])
+        .header("upload-length", data.len() + 1)
+        .send()
+        .await
+        .unwrap();
+    assert_tus(&r, 400);
+    let reads = store_ops(&h, "blobs", "open");
+    let r = patch(&h, &id, 300_000, &data[300_000..]).await;
+    if backend() == Backend::Shared {
+        assert_eq!(r.status(), 500, "S3 cannot read the parts back");
+        assert_eq!(head_offset(&h, &id).await, 300_000);
+        return;
+    }
+    assert_tus(&r, 204);
+    assert_eq!(store_ops(&h, "blobs", "open"), reads + 1, "read back once");
+    assert_media(&h, &id, &data, None, "application/octet-stream").await;
+}
+
 #[tokio::test]
 async fn wrong_offset_is_409_with_the_true_offset() {
     let h = start(Limits::default()).await;

@@ -141,15 +141,23 @@ impl BlobStore for FsBlobStore {
         len: u64,
     ) -> BoxFut<'a, io::Result<BlobStream>> {
         let path = self.blobs.join(id);
+        Box::pin(read_range(path, offset, len))
+    }
+
+    fn spool_read<'a>(
+        &'a self,
+        id: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, io::Result<Option<BlobStream>>> {
         Box::pin(async move {
-            let mut f = tokio::fs::File::open(path).await?;
-            if offset > 0 {
-                f.seek(io::SeekFrom::Start(offset)).await?;
-            }
-            let cap = READ_CHUNK.min(len.max(1) as usize);
-            let s = tokio_util::io::ReaderStream::with_capacity(f.take(len), cap);
-            Ok(Box::pin(s) as BlobStream)
+            let path = self.spool_paths(id)?.file;
+            Ok(Some(read_range(path, offset, len).await?))
         })
+    }
+
+    fn spool_readable(&self) -> bool {
+        true
     }
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<()>> {
@@ -353,6 +361,17 @@ impl Drop for FsWriter {
             let _ = remove_if_exists(&self.tmp);
         }
     }
+}
+
+/// `len` bytes of the file at `path` from `offset`, in chunks.
+async fn read_range(path: PathBuf, offset: u64, len: u64) -> io::Result<BlobStream> {
+    let mut f = tokio::fs::File::open(path).await?;
+    if offset > 0 {
+        f.seek(io::SeekFrom::Start(offset)).await?;
+    }
+    let cap = READ_CHUNK.min(len.max(1) as usize);
+    let s = tokio_util::io::ReaderStream::with_capacity(f.take(len), cap);
+    Ok(Box::pin(s) as BlobStream)
 }
 
 #[cfg(test)]

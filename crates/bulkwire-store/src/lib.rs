@@ -106,6 +106,23 @@ pub trait BlobStore: Send + Sync + 'static {
     /// it may have become. Missing pieces are not an error.
     fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, io::Result<()>>;
 
+    /// Reads `len` bytes of resumable upload `id`'s spool from `offset`,
+    /// where the backend can: the spool file on the file store; `None` on
+    /// S3, where the parts of an unfinished multipart upload cannot be read.
+    fn spool_read<'a>(
+        &'a self,
+        _id: &'a str,
+        _offset: u64,
+        _len: u64,
+    ) -> BoxFut<'a, io::Result<Option<BlobStream>>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// True where [`BlobStore::spool_read`] reads.
+    fn spool_readable(&self) -> bool {
+        false
+    }
+
     /// The backend's name in metrics (`files`, `s3`, …).
     fn backend(&self) -> &'static str {
         "other"

@@ -2,18 +2,23 @@
 //! IETF draft §4.4) and the body of a creation request (tus
 //! `creation-with-upload`, IETF §4.2).
 //!
-//! The body streams into the upload's spool in batches, hashed on the way
-//! (the whole file's running SHA-256, and the request's own checksum when
-//! `Upload-Checksum` came), with the same overlap as a plain upload
-//! (`crate::upload::FileSink`): one batch hashed on the blocking pool while
-//! the previous one is written and the next one read. Every
+//! The body is gathered into aligned batches (`AlignedBatch`), each handed
+//! at once to two loops on the blocking pool: one hashes it (the whole
+//! file's running SHA-256, and the request's own checksum when
+//! `Upload-Checksum` came), one writes it. Every
 //! [`crate::Limits::upload_sync_bytes`] of offset, and at the end, the
-//! spool is made durable and its state saved with the hash state in one
-//! fenced row update: only then does an offset count, so `Upload-Offset`
-//! never names a byte a crash could lose. A body that breaks off keeps
-//! what arrived up to there (saved on the way out). With a checksum,
-//! nothing of the body counts before it is verified at its end: a
-//! mismatch (460) keeps none of its bytes.
+//! spool is made durable and its state saved in one fenced row update:
+//! only then does an offset count, so `Upload-Offset` never names a byte a
+//! crash could lose. The saved hash state is where the hash stands: on a
+//! store whose spool can be read back (files) the answer does not wait for
+//! the hash to catch up with the bytes; it catches up behind the answer,
+//! before the next request for the upload starts, and a writer that does
+//! not have it at hand (after a restart) reads the lag back from the spool
+//! ([`hasher_at_offset`]). On S3 and at the upload's last byte the saved
+//! hash is at the offset. A body that breaks off keeps what arrived up to
+//! there (saved on the way out). With a checksum, nothing of the body
+//! counts before it is verified at its end: a mismatch (460) keeps none of
+//! its bytes.
 
 use super::lock::{Parked, WriterGuard};
 use super::proto::Alg;
@@ -63,21 +68,38 @@ impl Hashes {
 struct HashPipe {
     tx: tokio::sync::mpsc::Sender<Bytes>,
     done: JoinHandle<Hashes>,
+    /// After each batch: the offset the file digest has reached, and the
+    /// digest there (what a request that answers before the hash has
+    /// caught up saves, see [`Append::checkpoint`]).
+    progress: Arc<std::sync::Mutex<(u64, Sha256)>>,
 }
 
 /// Batches waiting for the hash beyond the one it is working on.
 const HASH_QUEUE: usize = 1;
 
 impl HashPipe {
-    fn start(mut h: Hashes) -> HashPipe {
+    /// Hashing from offset `at` on.
+    fn start(mut h: Hashes, mut at: u64) -> HashPipe {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(HASH_QUEUE);
+        let progress = Arc::new(std::sync::Mutex::new((at, h.file.clone())));
+        let report = progress.clone();
         let done = tokio::task::spawn_blocking(move || {
             while let Some(b) = rx.blocking_recv() {
                 h.update(&b);
+                at += b.len() as u64;
+                *report.lock().unwrap_or_else(|p| p.into_inner()) = (at, h.file.clone());
             }
             h
         });
-        HashPipe { tx, done }
+        HashPipe { tx, done, progress }
+    }
+
+    /// Where the file digest stands now, and the digest there.
+    fn progress(&self) -> (u64, Sha256) {
+        self.progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     async fn send(&mut self, b: Bytes) -> Result<(), ApiError> {
@@ -107,6 +129,43 @@ async fn settle(
         None => idle
             .take()
             .ok_or_else(|| ApiError::storage("hasher used after a failure")),
+    }
+}
+
+/// The running hash at the upload's offset: the saved state, brought up
+/// to the offset by reading back from the spool the bytes it lags behind
+/// (a writer that answered before its hash caught up, then stopped: see
+/// [`Append::checkpoint`]).
+pub async fn hasher_at_offset(
+    state: &AppState,
+    id: &str,
+    st: &UploadState,
+) -> Result<Sha256, ApiError> {
+    let mut h = st.hasher()?;
+    let (from, to) = (st.hashed_to(), st.offset());
+    if from == to {
+        return Ok(h);
+    }
+    let read = state.blobs.spool_read(id, from, to - from).await;
+    let mut s = read.map_err(storage_error)?.ok_or_else(|| {
+        ApiError::storage("the saved hash lags behind the offset and this store cannot read back")
+    })?;
+    let mut n = 0u64;
+    while let Some(c) = std::future::poll_fn(|cx| s.as_mut().poll_next(cx)).await {
+        let c = c.map_err(storage_error)?;
+        n += c.len() as u64;
+        h = tokio::task::spawn_blocking(move || {
+            h.update(&c);
+            h
+        })
+        .await
+        .map_err(|e| ApiError::storage(format!("hashing task failed: {e}")))?;
+    }
+    match n == to - from {
+        true => Ok(h),
+        false => Err(ApiError::storage(format!(
+            "upload {id}: the spool ends {n} bytes after {from}, its state says {to}"
+        ))),
     }
 }
 
@@ -161,16 +220,16 @@ impl Append {
         st: UploadState,
         want: &Want,
         guard: WriterGuard,
-        parked: Option<Box<dyn SpoolWriter>>,
+        parked: Option<(Box<dyn SpoolWriter>, Sha256)>,
     ) -> Result<Append, ApiError> {
         let id = row.id.clone();
-        let writer = match parked {
-            Some(w) => w,
-            None => state
-                .blobs
-                .spool_open(&id, st.spool.clone())
-                .await
-                .map_err(storage_error)?,
+        let (writer, file) = match parked {
+            Some(p) => p,
+            None => {
+                let file = hasher_at_offset(state, &id, &st).await?;
+                let w = state.blobs.spool_open(&id, st.spool.clone()).await;
+                (w.map_err(storage_error)?, file)
+            }
         };
         let check = want.checksum.as_ref().map(|(a, _)| match a {
             Alg::Sha1 => Check::Sha1(sha1::Sha1::new()),
@@ -180,10 +239,7 @@ impl Append {
         let at = st.offset();
         Ok(Append {
             state: state.clone(),
-            hashes: Some(Hashes {
-                file: st.hasher()?,
-                check,
-            }),
+            hashes: Some(Hashes { file, check }),
             expected: want.checksum.as_ref().map(|(_, d)| d.clone()),
             row,
             st,
@@ -327,7 +383,7 @@ impl Append {
             },
             None => {
                 let h = self.settle_hash().await?;
-                let mut pipe = HashPipe::start(h);
+                let mut pipe = HashPipe::start(h, self.written);
                 pipe.send(bytes.clone()).await?;
                 self.hashing = Some(pipe);
             }
@@ -345,6 +401,10 @@ impl Append {
     /// body is saved, and the next writer cuts it off the spool).
     async fn verify(&mut self) -> Result<(), ApiError> {
         self.write_queue().await?;
+        // Without a checksum the hash may go on behind the answer.
+        if self.expected.is_none() {
+            return Ok(());
+        }
         let mut h = self.settle_hash().await?;
         let got = match h.check.take() {
             Some(Check::Sha1(c)) => c.finalize().to_vec(),
@@ -365,17 +425,27 @@ impl Append {
     /// hash state, fenced by this writer's generation.
     pub async fn checkpoint(&mut self) -> Result<(), ApiError> {
         self.write_queue().await?;
-        // The file is made durable while the hash catches up.
-        let (h, spool) = tokio::join!(
-            settle(&mut self.hashing, &mut self.hashes),
-            self.writer.sync()
-        );
-        let h = h?;
-        self.st.set_hasher(&h.file);
-        self.hashes = Some(h);
-        let spool = spool.map_err(storage_error)?;
         let mut st = self.st.clone();
-        st.spool = spool;
+        match self.hashing.as_ref().filter(|_| self.may_lag()) {
+            // The answer need not wait for the hash: the state names where
+            // it stands, and a next writer hashes the rest from the spool.
+            Some(pipe) => {
+                st.spool = self.writer.sync().await.map_err(storage_error)?;
+                let (at, file) = pipe.progress();
+                st.set_hasher_at(&file, at);
+            }
+            // The file is made durable while the hash catches up.
+            None => {
+                let (h, spool) = tokio::join!(
+                    settle(&mut self.hashing, &mut self.hashes),
+                    self.writer.sync()
+                );
+                let h = h?;
+                st.spool = spool.map_err(storage_error)?;
+                st.set_hasher(&h.file);
+                self.hashes = Some(h);
+            }
+        }
         let saved = self.save(st.clone(), None).await;
         match &saved {
             Ok(_) => self.writer.saved(true).await,
@@ -411,14 +481,64 @@ impl Append {
         }
     }
 
+    /// True when a checkpoint may save a hash that lags behind the offset
+    /// (and answer before the hash has caught up): no checksum to verify
+    /// (that needs the hash of the whole body), a spool that the next
+    /// writer can read back, and not the upload's last byte (its
+    /// completion needs the whole hash).
+    fn may_lag(&self) -> bool {
+        self.expected.is_none()
+            && self.state.blobs.spool_readable()
+            && self.st.length != Some(self.written)
+    }
+
+    /// True while the hash is behind the bytes saved.
+    pub fn hash_pending(&self) -> bool {
+        self.hashing.is_some()
+    }
+
+    /// After the answer: lets the hash catch up, then parks the writer
+    /// (or, where it cannot be parked, saves the caught-up hash, so that
+    /// the next writer need not read anything back). Holds the upload's
+    /// slot and `hold` (its memory reservation) meanwhile: the next request
+    /// for the upload waits for it.
+    pub async fn settle_and_park<T: Send>(mut self, hold: T) {
+        let at = self.hashing.as_ref().map(|p| p.progress.clone());
+        match self.settle_hash().await {
+            Ok(h) => self.hashes = Some(h),
+            Err(e) => return tracing::warn!(id = self.row.id, "hashing after the answer: {e}"),
+        }
+        let caught_up =
+            at.is_none_or(|a| a.lock().unwrap_or_else(|p| p.into_inner()).0 == self.written);
+        if !caught_up || self.has_unsaved() {
+            return;
+        }
+        drop(hold);
+        if self.can_park() {
+            return self.park();
+        }
+        if let Some(h) = &self.hashes {
+            let mut st = self.st.clone();
+            st.set_hasher(&h.file);
+            if let Err(e) = self.save(st, None).await {
+                tracing::warn!(id = self.row.id, "saving the caught-up hash: {e}");
+            }
+        }
+    }
+
+    fn can_park(&self) -> bool {
+        self.state.meta.single_process() && self.writer.parkable()
+    }
+
     /// Leaves the writer open for the upload's next append on this node,
     /// where that is cheap and safe (`lock.rs`); else it closes.
     pub fn park(self) {
         let idle = self.hashing.is_none() && self.batch.is_none() && !self.has_unsaved();
-        if !(idle && self.state.meta.single_process() && self.writer.parkable()) {
+        let Some(h) = self.hashes.as_ref().filter(|_| idle && self.can_park()) else {
             return;
-        }
+        };
         let p = Parked {
+            hasher: h.file.clone(),
             row: self.row,
             st: self.st,
             writer: self.writer,

@@ -49,6 +49,8 @@ pub struct Parked {
     pub row: UploadRow,
     pub st: UploadState,
     pub writer: Box<dyn SpoolWriter>,
+    /// The file's running hash at the offset (the saved one may lag).
+    pub hasher: sha2::Sha256,
 }
 
 #[derive(Default)]
@@ -239,7 +241,13 @@ mod tests {
         };
         let st = UploadState::new(crate::store::Spool::default(), None);
         let writer = Box::new(Probe(dropped.clone()));
-        g.park(Parked { row, st, writer });
+        let hasher = sha2::Sha256::default();
+        g.park(Parked {
+            row,
+            st,
+            writer,
+            hasher,
+        });
         dropped
     }
 

@@ -408,7 +408,7 @@ async fn append_to(
     // have written it (`lock.rs`).
     let (row, st, writer) = match guard.parked.take() {
         Some(p) if state.meta.single_process() && p.row.expires >= now() => {
-            (p.row, p.st, Some(p.writer))
+            (p.row, p.st, Some((p.writer, p.hasher)))
         }
         _ => {
             let (row, st) = claim_row(state, id).await?;
@@ -432,7 +432,7 @@ async fn append_to(
         // An empty append at the end (a client checking it is done).
         return Ok((st.offset(), true));
     }
-    let _admission = admit(state, reader.progress(), 0).await?;
+    let admission = admit(state, reader.progress(), 0).await?;
     let mut a = Append::open(state, row, st, &want, guard, writer).await?;
     a.body(reader).await?;
     if want.complete_at_end {
@@ -445,7 +445,11 @@ async fn append_to(
     }
     let at = a.st.offset();
     if !a.is_full() {
-        a.park();
+        match a.hash_pending() {
+            // The answer goes now; the hash catches up behind it.
+            true => drop(tokio::spawn(a.settle_and_park(admission))),
+            false => a.park(),
+        }
         return Ok((at, false));
     }
     a.complete().await?;
@@ -682,12 +686,15 @@ async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadSta
     if st.complete || st.length != Some(st.offset()) {
         return Ok(st);
     }
+    // Before the spool becomes the blob: a hash that lags reads it. (The
+    // last byte's save never lags, but a state is not trusted to say so.)
+    let h = append::hasher_at_offset(state, id, &st).await?;
     state
         .blobs
         .spool_finish(id, st.spool.clone())
         .await
         .map_err(storage_error)?;
-    let sha = hex::encode(sha2::Digest::finalize(st.hasher()?));
+    let sha = hex::encode(sha2::Digest::finalize(h));
     complete_saved(state, row, &mut st, sha).await?;
     Ok(st)
 }

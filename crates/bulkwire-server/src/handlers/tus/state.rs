@@ -26,6 +26,12 @@ pub struct UploadState {
     pub length: Option<u64>,
     /// The running SHA-256 of the durable bytes, serialized, in hex.
     pub sha256: String,
+    /// Where `sha256` stands when it lags behind the offset: a request
+    /// may answer before its hash has caught up with its bytes (on a store
+    /// whose spool can be read back); the next writer hashes the rest
+    /// from the spool (`append::hasher_at_offset`). Absent: at the offset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashed: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filename: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +64,7 @@ impl UploadState {
             spool,
             length,
             sha256: save_hash(&Sha256::default()),
+            hashed: None,
             filename: None,
             filetype: None,
             metadata: None,
@@ -89,7 +96,12 @@ impl UploadState {
         self.concat == Some(ConcatState::Partial)
     }
 
-    /// The running hash at [`UploadState::offset`].
+    /// Where [`UploadState::hasher`] stands: the offset, or before it.
+    pub fn hashed_to(&self) -> u64 {
+        self.hashed.map_or(self.offset(), |h| h.min(self.offset()))
+    }
+
+    /// The running hash at [`UploadState::hashed_to`].
     pub fn hasher(&self) -> Result<Sha256, ApiError> {
         let broken = || ApiError::storage("an upload's saved hash state is unreadable");
         let bytes = hex::decode(&self.sha256).map_err(|_| broken())?;
@@ -97,8 +109,16 @@ impl UploadState {
         Sha256::deserialize(&st).map_err(|_| broken())
     }
 
+    /// The hash at the offset.
     pub fn set_hasher(&mut self, h: &Sha256) {
         self.sha256 = save_hash(h);
+        self.hashed = None;
+    }
+
+    /// The hash at `at`, which may be behind the offset.
+    pub fn set_hasher_at(&mut self, h: &Sha256, at: u64) {
+        self.sha256 = save_hash(h);
+        self.hashed = (at < self.offset()).then_some(at);
     }
 }
 
