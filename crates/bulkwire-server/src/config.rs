@@ -431,6 +431,14 @@ impl Limits {
         }
     }
 
+    /// Threads the blocking pool may start: tokio's default (512) plus the
+    /// two that each admitted resumable append keeps while it runs (its
+    /// hash and write loops, `handlers::tus::append`), so that appends
+    /// waiting on slow clients can never starve the pool's other work.
+    pub fn blocking_threads(&self) -> usize {
+        512 + 2 * self.max_uploads
+    }
+
     /// Memory one upload may hold at worst, reserved from
     /// [`Limits::memory_budget`] when it is admitted: the larger of a
     /// plain upload's two write batches (one gathering, one being hashed
@@ -441,14 +449,6 @@ impl Limits {
     /// chunk copied in and dropped); then the aligned staging of the write
     /// in flight, its text fields, the parser's header buffer and
     /// delimiter carry.
-    /// Threads the blocking pool may start: tokio's default (512) plus the
-    /// two that each admitted resumable append keeps while it runs (its
-    /// hash and write loops, `handlers::tus::append`), so that appends
-    /// waiting on slow clients can never starve the pool's other work.
-    pub fn blocking_threads(&self) -> usize {
-        512 + 2 * self.max_uploads
-    }
-
     pub fn upload_reserve(&self) -> u64 {
         self.upload_reserve_for(crate::store::STAGING_BYTES as u64)
     }

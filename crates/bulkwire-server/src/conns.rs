@@ -35,11 +35,12 @@ pub const REFUSING_MAX: usize = 64;
 
 /// The cap on connections when none is configured: every connection may
 /// hold one blob file besides its socket (a download, or an upload's temp
-/// file), every upload its SOAP early attachments, every parked resumable
-/// writer its spool file (at most `max_uploads`, `handlers::tus::lock`),
-/// and the refusals at the cap one each; never more than [`DERIVED_MAX`].
+/// file), every upload its SOAP early attachments, every resumable writer
+/// still hashing after its answer (it holds an upload slot) or parked (at
+/// most `max_uploads`, `handlers::tus::lock`) its spool file, and the
+/// refusals at the cap one each; never more than [`DERIVED_MAX`].
 pub fn derive_max_connections(nofile: u64, l: &crate::Limits) -> usize {
-    let uploads = (l.max_uploads * (l.soap_early_attachments + 1)) as u64;
+    let uploads = (l.max_uploads * (l.soap_early_attachments + 2)) as u64;
     let reserve = FIXED_DESCRIPTORS + uploads + REFUSING_MAX as u64;
     let n = nofile.saturating_sub(reserve) / 2;
     (n as usize).clamp(1, DERIVED_MAX)
@@ -393,9 +394,9 @@ mod tests {
     #[test]
     fn derived_cap_leaves_a_reserve_and_a_descriptor_per_connection_for_a_file() {
         let l = crate::Limits::default();
-        // 1024 - 64 fixed - 64 uploads x (4 early attachments + 1 parked
-        // spool) - 64 refusals.
-        assert_eq!(derive_max_connections(1024, &l), (1024 - 64 - 320 - 64) / 2);
+        // 1024 - 64 fixed - 64 uploads x (4 early attachments + 1 spool
+        // hashing after its answer + 1 parked) - 64 refusals.
+        assert_eq!(derive_max_connections(1024, &l), (1024 - 64 - 384 - 64) / 2);
         assert_eq!(derive_max_connections(1 << 20, &l), DERIVED_MAX);
         assert_eq!(derive_max_connections(10, &l), 1);
     }

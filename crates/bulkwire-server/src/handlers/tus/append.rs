@@ -146,7 +146,14 @@ pub async fn hasher_at_offset(
     if from == to {
         return Ok(h);
     }
-    let read = state.blobs.spool_read(id, from, to - from).await;
+    let read = match state.blobs.spool_read(id, from, to - from).await {
+        // Finished already (a crash between making the spool the blob and
+        // saving that): the same bytes under the blob's name.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            state.blobs.open(id, from, to - from).await.map(Some)
+        }
+        r => r,
+    };
     let mut s = read.map_err(storage_error)?.ok_or_else(|| {
         ApiError::storage("the saved hash lags behind the offset and this store cannot read back")
     })?;
@@ -513,17 +520,17 @@ impl Append {
         if !caught_up || self.has_unsaved() {
             return;
         }
-        drop(hold);
         if self.can_park() {
-            return self.park();
-        }
-        if let Some(h) = &self.hashes {
+            self.park();
+        } else if let Some(h) = &self.hashes {
             let mut st = self.st.clone();
             st.set_hasher(&h.file);
             if let Err(e) = self.save(st, None).await {
                 tracing::warn!(id = self.row.id, "saving the caught-up hash: {e}");
             }
         }
+        // Released last: the batches are counted in it until they go.
+        drop(hold);
     }
 
     fn can_park(&self) -> bool {

@@ -423,7 +423,17 @@ async fn append_to(
         return Err(ApiError::new(Kind::Forbidden, m));
     }
     if offset != st.offset() {
-        return Err(mismatch(st.offset()));
+        let at = st.offset();
+        // The writer stays for the request that comes with the right one.
+        if let Some((writer, hasher)) = writer {
+            guard.park(lock::Parked {
+                row,
+                st,
+                writer,
+                hasher,
+            });
+        }
+        return Err(mismatch(at));
     }
     if st.complete {
         if want.body_len.is_none_or(|n| n > 0) && !reader.is_done() {

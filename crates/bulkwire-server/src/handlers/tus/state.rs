@@ -24,14 +24,18 @@ pub struct UploadState {
     /// `creation-defer-length`, an IETF upload not yet complete).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub length: Option<u64>,
-    /// The running SHA-256 of the durable bytes, serialized, in hex.
+    /// The running SHA-256 of the durable bytes, serialized, in hex;
+    /// empty (and absent from the JSON) when it lags, see `behind`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sha256: String,
-    /// Where `sha256` stands when it lags behind the offset: a request
-    /// may answer before its hash has caught up with its bytes (on a store
-    /// whose spool can be read back); the next writer hashes the rest
-    /// from the spool (`append::hasher_at_offset`). Absent: at the offset.
+    /// The running SHA-256 when it lags behind the offset: a request may
+    /// answer before its hash has caught up with its bytes (on a store
+    /// whose spool can be read back), and the next writer hashes the rest
+    /// from the spool (`append::hasher_at_offset`). A separate key, so
+    /// that a build which knows only `sha256` refuses such a state rather
+    /// than take it for the hash at the offset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hashed: Option<u64>,
+    pub sha256_behind: Option<HashBehind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filename: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,6 +55,14 @@ pub struct UploadState {
     pub media: bool,
 }
 
+/// A saved running hash and the offset it stands at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HashBehind {
+    pub at: u64,
+    /// Serialized, in hex, as `sha256`.
+    pub state: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ConcatState {
@@ -64,7 +76,7 @@ impl UploadState {
             spool,
             length,
             sha256: save_hash(&Sha256::default()),
-            hashed: None,
+            sha256_behind: None,
             filename: None,
             filetype: None,
             metadata: None,
@@ -98,13 +110,19 @@ impl UploadState {
 
     /// Where [`UploadState::hasher`] stands: the offset, or before it.
     pub fn hashed_to(&self) -> u64 {
-        self.hashed.map_or(self.offset(), |h| h.min(self.offset()))
+        self.sha256_behind
+            .as_ref()
+            .map_or(self.offset(), |b| b.at.min(self.offset()))
     }
 
     /// The running hash at [`UploadState::hashed_to`].
     pub fn hasher(&self) -> Result<Sha256, ApiError> {
+        let hex = self
+            .sha256_behind
+            .as_ref()
+            .map_or(&self.sha256, |b| &b.state);
         let broken = || ApiError::storage("an upload's saved hash state is unreadable");
-        let bytes = hex::decode(&self.sha256).map_err(|_| broken())?;
+        let bytes = hex::decode(hex).map_err(|_| broken())?;
         let st = SerializedState::<Sha256>::try_from(&bytes[..]).map_err(|_| broken())?;
         Sha256::deserialize(&st).map_err(|_| broken())
     }
@@ -112,13 +130,19 @@ impl UploadState {
     /// The hash at the offset.
     pub fn set_hasher(&mut self, h: &Sha256) {
         self.sha256 = save_hash(h);
-        self.hashed = None;
+        self.sha256_behind = None;
     }
 
     /// The hash at `at`, which may be behind the offset.
     pub fn set_hasher_at(&mut self, h: &Sha256, at: u64) {
-        self.sha256 = save_hash(h);
-        self.hashed = (at < self.offset()).then_some(at);
+        if at >= self.offset() {
+            return self.set_hasher(h);
+        }
+        self.sha256 = String::new();
+        self.sha256_behind = Some(HashBehind {
+            at,
+            state: save_hash(h),
+        });
     }
 }
 
@@ -150,6 +174,27 @@ mod tests {
             h.update(&data[cut..]);
             assert_eq!(hex::encode(h.finalize()), whole, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_lagging_hash_round_trips_and_has_no_sha256_key() {
+        let data = [7u8; 5000];
+        let mut st = UploadState::new(Spool::default(), None);
+        st.spool.len = 5000;
+        let mut h = Sha256::default();
+        h.update(&data[..1000]);
+        st.set_hasher_at(&h, 1000);
+        let json = st.to_json();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert!(v.get("sha256").is_none(), "{json}");
+        let back = UploadState::parse("x", &json).unwrap();
+        assert_eq!(back.hashed_to(), 1000);
+        let mut h = back.hasher().unwrap();
+        h.update(&data[1000..]);
+        assert_eq!(h.finalize(), Sha256::digest(data));
+        st.set_hasher(&Sha256::default());
+        assert_eq!(st.hashed_to(), 5000);
+        assert!(st.to_json().contains("\"sha256\""));
     }
 
     #[test]
