@@ -388,8 +388,9 @@ pub struct Batches {
 }
 
 impl Batches {
-    /// Frozen batches followed: enough for a hash and a write running and
-    /// one more waiting.
+    /// Frozen batches followed: enough for the hash's window (one being
+    /// hashed, two waiting), which holds the write's (one being written,
+    /// one waiting), and one more.
     pub const KEEP: usize = 4;
 
     pub fn new(pool: Arc<AlignedPool>) -> Batches {
