@@ -200,6 +200,13 @@ pub struct Want {
 /// 1,300, 256 KiB 1,200).
 const TAIL_BATCH: usize = 512 * 1024;
 
+/// The very first batch of a body is smaller still: the disk, the
+/// bottleneck of a local-disk append, is idle from the previous answer
+/// until it comes, and one small write more costs less than that wait
+/// (over nine paired rounds of 1 GiB in 8 MiB `PATCH`es: 128 KiB +3.2%
+/// over 512 KiB, 64 KiB +1.6% over 128 KiB).
+const FIRST_BATCH: usize = 64 * 1024;
+
 /// One request's append, from the claimed row to the answer's offset.
 pub struct Append {
     state: Arc<AppState>,
@@ -337,14 +344,17 @@ impl Append {
 
     /// Where the batch that starts at `written` ends: the next multiple of
     /// `write_batch` (in whole blocks), or of [`TAIL_BATCH`] near the
-    /// body's start or end, and no later than the next durable point.
+    /// body's start or end ([`FIRST_BATCH`] at its very start), and no
+    /// later than the next durable point.
     fn batch_end(&self) -> u64 {
         let full = self.state.batches.size() as u64;
         let near_end = self.body_end.is_some_and(|e| self.written + full >= e);
         let near_start = self.written < self.body_start + (TAIL_BATCH as u64);
-        let size = match near_end || near_start {
-            true => (TAIL_BATCH as u64).min(full),
-            false => full,
+        let first = self.written < self.body_start + (FIRST_BATCH as u64);
+        let size = match (first, near_end || near_start) {
+            (true, _) => (FIRST_BATCH as u64).min(full),
+            (false, true) => (TAIL_BATCH as u64).min(full),
+            (false, false) => full,
         };
         let size = (size / ALIGN as u64).max(1) * ALIGN as u64;
         let end = (self.written / size + 1) * size;
