@@ -511,6 +511,9 @@ impl SpoolWriter for MeteredSpool {
     fn parkable(&self) -> bool {
         self.inner.parkable()
     }
+    fn holds_chunks(&self) -> bool {
+        self.inner.holds_chunks()
+    }
     fn finish(self: Box<Self>) -> BoxFut<'static, std::io::Result<()>> {
         let stats = self.stats;
         let f = self.inner.finish();

@@ -277,6 +277,11 @@ impl SpoolWriter for FsSpool {
         true
     }
 
+    fn holds_chunks(&self) -> bool {
+        // Each write ends before the next is taken; the file keeps nothing.
+        false
+    }
+
     fn saved(&mut self, _ok: bool) -> BoxFut<'_, ()> {
         // One file, cut back to the saved length by the next writer.
         Box::pin(async {})

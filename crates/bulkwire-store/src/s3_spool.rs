@@ -319,6 +319,10 @@ impl SpoolWriter for S3Spool {
                 .await
         })
     }
+
+    fn holds_chunks(&self) -> bool {
+        true
+    }
 }
 
 impl S3Spool {

@@ -100,6 +100,13 @@ pub trait SpoolWriter: Send {
     fn parkable(&self) -> bool {
         false
     }
+
+    /// True when the writer keeps the chunks handed to it beyond the call
+    /// that hands them over (S3: until their part is sent), so that a
+    /// small slice of a large buffer would pin the whole buffer that long.
+    /// A caller then hands over whole buffers where it can. No default:
+    /// a wrapper must pass it on.
+    fn holds_chunks(&self) -> bool;
 }
 
 #[cfg(test)]

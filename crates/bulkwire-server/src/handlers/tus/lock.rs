@@ -226,6 +226,9 @@ mod tests {
         fn finish(self: Box<Self>) -> crate::store::BoxFut<'static, std::io::Result<()>> {
             Box::pin(async { Ok(()) })
         }
+        fn holds_chunks(&self) -> bool {
+            false
+        }
     }
 
     async fn park(w: &Arc<Writers>, id: &str) -> Arc<std::sync::atomic::AtomicBool> {
