@@ -524,23 +524,10 @@ async fn a_hash_that_lags_behind_the_offset_is_caught_up_from_the_spool() {
     assert_tus(&patch(&h, &id, 0, &data[..300_000]).await, 204);
     // The state as a writer that stopped right after answering leaves it,
     // its hash at the start.
-    let meta = &h.srv.state.meta;
-    let initial = meta.upload_get(&fresh).await.unwrap().unwrap();
-    let initial: Value = serde_json::from_str(&initial.state).unwrap();
-    let mut row = meta.upload_get(&id).await.unwrap().unwrap();
-    let mut st: Value = serde_json::from_str(&row.state).unwrap();
-    st.as_object_mut().unwrap().remove("sha256");
-    st["sha256_behind"] = serde_json::json!({"at": 0, "state": initial["sha256"]});
-    row.state = st.to_string();
-    assert!(meta.upload_save(&row, None).await.unwrap().is_some());
+    leave_hash_at_start(&h, &id, &fresh, |_| {}).await;
     // Another request for the upload closes the parked writer (and its
     // hash at hand).
-    let r = patch_req(&h, &id, 300_000, &[])
-        .header("upload-length", data.len() + 1)
-        .send()
-        .await
-        .unwrap();
-    assert_tus(&r, 400);
+    close_parked(&h, &id, 300_000, data.len() + 1).await;
     let reads = store_ops(&h, "blobs", "open");
     let r = patch(&h, &id, 300_000, &data[300_000..]).await;
     if backend() == Backend::Shared {
@@ -551,6 +538,33 @@ async fn a_hash_that_lags_behind_the_offset_is_caught_up_from_the_spool() {
     assert_tus(&r, 204);
     assert_eq!(store_ops(&h, "blobs", "open"), reads + 1, "read back once");
     assert_media(&h, &id, &data, None, "application/octet-stream").await;
+}
+
+/// A request for `id` at `at` that declares `Upload-Length` again (400):
+/// it closes the writer parked for the upload, and its hash at hand.
+async fn close_parked(h: &Harness, id: &str, at: usize, length: usize) {
+    let r = patch_req(h, id, at, &[])
+        .header("upload-length", length)
+        .send()
+        .await
+        .unwrap();
+    assert_tus(&r, 400);
+}
+
+/// Saves `id`'s state as a writer that answered before its hash caught up
+/// and then stopped leaves it: the hash at the upload's start (as `fresh`,
+/// an upload with nothing written, has it), `edit` applied on top.
+async fn leave_hash_at_start(h: &Harness, id: &str, fresh: &str, edit: impl FnOnce(&mut Value)) {
+    let meta = &h.srv.state.meta;
+    let initial = meta.upload_get(fresh).await.unwrap().unwrap();
+    let initial: Value = serde_json::from_str(&initial.state).unwrap();
+    let mut row = meta.upload_get(id).await.unwrap().unwrap();
+    let mut st: Value = serde_json::from_str(&row.state).unwrap();
+    st.as_object_mut().unwrap().remove("sha256");
+    st["sha256_behind"] = serde_json::json!({"at": 0, "state": initial["sha256"]});
+    edit(&mut st);
+    row.state = st.to_string();
+    assert!(meta.upload_save(&row, None).await.unwrap().is_some());
 }
 
 /// A node that died after making the spool the blob, but before saving
@@ -566,22 +580,9 @@ async fn a_lagging_hash_is_caught_up_from_a_spool_already_made_the_blob() {
     // Close the parked writer, then leave the state of a writer that had
     // saved its last byte with its hash at the start, and died after the
     // spool became the blob.
-    let r = patch_req(&h, &id, data.len(), &[])
-        .header("upload-length", 1)
-        .send()
-        .await
-        .unwrap();
-    assert_tus(&r, 400);
-    let meta = &h.srv.state.meta;
-    let initial = meta.upload_get(&fresh).await.unwrap().unwrap();
-    let initial: Value = serde_json::from_str(&initial.state).unwrap();
-    let mut row = meta.upload_get(&id).await.unwrap().unwrap();
-    let mut st: Value = serde_json::from_str(&row.state).unwrap();
-    st.as_object_mut().unwrap().remove("sha256");
-    st["sha256_behind"] = serde_json::json!({"at": 0, "state": initial["sha256"]});
-    st["length"] = data.len().into();
-    row.state = st.to_string();
-    assert!(meta.upload_save(&row, None).await.unwrap().is_some());
+    close_parked(&h, &id, data.len(), 1).await;
+    let len = data.len();
+    leave_hash_at_start(&h, &id, &fresh, |st| st["length"] = len.into()).await;
     if backend() == Backend::Shared {
         // S3 never saves a lagging hash, and cannot read one back.
         assert_eq!(head(&h, &id).await.status(), 500);

@@ -313,6 +313,11 @@ impl AlignedBatch {
         self.buf.capacity() - self.buf.len()
     }
 
+    /// Empties the batch, keeping its memory.
+    fn clear(&mut self) {
+        self.buf.truncate(self.at);
+    }
+
     /// Appends `bytes`, which must fit in [`AlignedBatch::room`].
     pub fn extend(&mut self, bytes: &[u8]) {
         assert!(bytes.len() <= self.room(), "an aligned batch cannot grow");
@@ -369,7 +374,7 @@ impl AlignedPool {
     }
 
     fn give(&self, mut b: AlignedBatch) {
-        b.buf.truncate(b.at);
+        b.clear();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < Self::IDLE {
             idle.push(b);
@@ -406,7 +411,7 @@ impl Batches {
         if let Some(oldest) = self.out.pop_front() {
             match Arc::try_unwrap(oldest) {
                 Ok(mut b) => {
-                    b.buf.truncate(b.at);
+                    b.clear();
                     return b;
                 }
                 Err(still_read) => self.out.push_front(still_read),

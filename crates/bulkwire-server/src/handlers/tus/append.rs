@@ -210,6 +210,9 @@ const TAIL_BATCH: usize = 512 * 1024;
 /// was within this machine's noise.
 const FIRST_BATCH: usize = 64 * 1024;
 
+// Batches end on multiples of their size: whole blocks for `O_DIRECT`.
+const _: () = assert!(TAIL_BATCH.is_multiple_of(ALIGN) && FIRST_BATCH.is_multiple_of(ALIGN));
+
 /// One request's append, from the claimed row to the answer's offset.
 pub struct Append {
     state: Arc<AppState>,
@@ -365,7 +368,8 @@ impl Append {
             (false, true) => (TAIL_BATCH as u64).min(full),
             (false, false) => full,
         };
-        let size = (size / ALIGN as u64).max(1) * ALIGN as u64;
+        // Every size is whole blocks: `full` as `AppState::batches` makes
+        // it, the others checked where they are defined.
         let end = (self.written / size + 1) * size;
         match self.expected {
             None => end.min(self.next_sync),
@@ -553,14 +557,13 @@ impl Append {
     /// slot and `hold` (its memory reservation) meanwhile: the next request
     /// for the upload waits for it.
     pub async fn settle_and_park<T: Send>(mut self, hold: T) {
-        let at = self.hashing.as_ref().map(|p| p.progress.clone());
+        // A settled hash has fed in every batch handed over: it stands at
+        // `written`.
         match self.settle_hash().await {
             Ok(h) => self.hashes = Some(h),
             Err(e) => return tracing::warn!(id = self.row.id, "hashing after the answer: {e}"),
         }
-        let caught_up =
-            at.is_none_or(|a| a.lock().unwrap_or_else(|p| p.into_inner()).0 == self.written);
-        if !caught_up || self.has_unsaved() {
+        if self.has_unsaved() {
             return;
         }
         if self.can_park() {
