@@ -345,7 +345,8 @@ impl AsRef<[u8]> for Shared {
 /// is faulted in page by page as it is first written, which cost more
 /// than the copy itself (60,000 page faults per GiB); a batch used again
 /// is not. At most [`AlignedPool::IDLE`] are kept: what one upload keeps
-/// in flight.
+/// in flight. Idle ones are outside the server's `memory_budget` (a batch
+/// counts in an upload's reservation once taken); the README says so.
 pub struct AlignedPool {
     size: usize,
     idle: Mutex<Vec<AlignedBatch>>,

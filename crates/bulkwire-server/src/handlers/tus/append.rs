@@ -20,6 +20,7 @@
 //! counts before it is verified at its end: a mismatch (460) keeps none of
 //! its bytes.
 
+use super::hash::{hasher_at_offset, settle, Check, HashPipe, Hashes, HASH_INLINE};
 use super::lock::{Parked, WriterGuard};
 use super::proto::Alg;
 use super::state::UploadState;
@@ -30,157 +31,6 @@ use crate::upload::{storage_error, BodyReader};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use tokio::task::JoinHandle;
-
-/// Batches smaller than this are hashed inline (as `FileSink` does).
-const HASH_INLINE: usize = 64 * 1024;
-
-/// The digests a body feeds.
-struct Hashes {
-    file: Sha256,
-    check: Option<Check>,
-}
-
-enum Check {
-    Sha1(sha1::Sha1),
-    Sha256(Sha256),
-}
-
-impl Hashes {
-    fn update(&mut self, bytes: &[u8]) {
-        self.file.update(bytes);
-        match &mut self.check {
-            Some(Check::Sha1(h)) => h.update(bytes),
-            Some(Check::Sha256(h)) => h.update(bytes),
-            None => {}
-        }
-    }
-}
-
-/// Hashing on the blocking pool, batch after batch, while the next ones
-/// are gathered and written: one task per append, fed through a channel
-/// of [`HASH_QUEUE`] batches, so that it goes from one batch to the next
-/// without waiting for the request's task to hand it over (a hand-off per
-/// batch cost a wake-up of each side, the difference between keeping up
-/// with the disk and not). The task keeps its thread while the append
-/// runs, also while a slow client sends: the runtime's blocking pool has
-/// two threads per upload slot for that (`Limits::blocking_threads`).
-struct HashPipe {
-    tx: tokio::sync::mpsc::Sender<Bytes>,
-    done: JoinHandle<Hashes>,
-    /// After each batch: the offset the file digest has reached, and the
-    /// digest there (what a request that answers before the hash has
-    /// caught up saves, see [`Append::checkpoint`]).
-    progress: Arc<std::sync::Mutex<(u64, Sha256)>>,
-}
-
-/// Batches waiting for the hash beyond the one it is working on: the hash
-/// may fall this far behind the disk, three batches with the one it
-/// hashes, before the body waits for it. With one, the body's task waited
-/// 170-210 ms per GiB on the hash while the disk, the bottleneck, went
-/// short of batches; with two, 10-20 ms. The batches it holds are the
-/// newest (the write's two are among them), so an append still holds at
-/// most four (`Limits::upload_reserve`).
-const HASH_QUEUE: usize = 2;
-
-impl HashPipe {
-    /// Hashing from offset `at` on.
-    fn start(mut h: Hashes, mut at: u64) -> HashPipe {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(HASH_QUEUE);
-        let progress = Arc::new(std::sync::Mutex::new((at, h.file.clone())));
-        let report = progress.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            while let Some(b) = rx.blocking_recv() {
-                h.update(&b);
-                at += b.len() as u64;
-                *report.lock().unwrap_or_else(|p| p.into_inner()) = (at, h.file.clone());
-            }
-            h
-        });
-        HashPipe { tx, done, progress }
-    }
-
-    /// Where the file digest stands now, and the digest there.
-    fn progress(&self) -> (u64, Sha256) {
-        self.progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    async fn send(&mut self, b: Bytes) -> Result<(), ApiError> {
-        self.tx
-            .send(b)
-            .await
-            .map_err(|_| ApiError::storage("the hashing task ended early"))
-    }
-
-    /// Waits for the queued batches and hands back the digests.
-    async fn finish(self) -> Result<Hashes, ApiError> {
-        drop(self.tx);
-        self.done
-            .await
-            .map_err(|e| ApiError::storage(format!("hashing task failed: {e}")))
-    }
-}
-
-/// The digests of a [`HashPipe`] once it has fed in everything handed
-/// over, or the ones at hand.
-async fn settle(
-    pipe: &mut Option<HashPipe>,
-    idle: &mut Option<Hashes>,
-) -> Result<Hashes, ApiError> {
-    match pipe.take() {
-        Some(p) => p.finish().await,
-        None => idle
-            .take()
-            .ok_or_else(|| ApiError::storage("hasher used after a failure")),
-    }
-}
-
-/// The running hash at the upload's offset: the saved state, brought up
-/// to the offset by reading back from the spool the bytes it lags behind
-/// (a writer that answered before its hash caught up, then stopped: see
-/// [`Append::checkpoint`]).
-pub async fn hasher_at_offset(
-    state: &AppState,
-    id: &str,
-    st: &UploadState,
-) -> Result<Sha256, ApiError> {
-    let mut h = st.hasher()?;
-    let (from, to) = (st.hashed_to(), st.offset());
-    if from == to {
-        return Ok(h);
-    }
-    let read = match state.blobs.spool_read(id, from, to - from).await {
-        // Finished already (a crash between making the spool the blob and
-        // saving that): the same bytes under the blob's name.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            state.blobs.open(id, from, to - from).await.map(Some)
-        }
-        r => r,
-    };
-    let mut s = read.map_err(storage_error)?.ok_or_else(|| {
-        ApiError::storage("the saved hash lags behind the offset and this store cannot read back")
-    })?;
-    let mut n = 0u64;
-    while let Some(c) = std::future::poll_fn(|cx| s.as_mut().poll_next(cx)).await {
-        let c = c.map_err(storage_error)?;
-        n += c.len() as u64;
-        h = tokio::task::spawn_blocking(move || {
-            h.update(&c);
-            h
-        })
-        .await
-        .map_err(|e| ApiError::storage(format!("hashing task failed: {e}")))?;
-    }
-    match n == to - from {
-        true => Ok(h),
-        false => Err(ApiError::storage(format!(
-            "upload {id}: the spool ends {n} bytes after {from}, its state says {to}"
-        ))),
-    }
-}
 
 /// What the request asked for beyond its bytes.
 pub struct Want {
@@ -404,7 +254,7 @@ impl Append {
 
     /// Hands the batch to the writer, then its hashing to the pool: both
     /// read the same bytes at once. The disk first: it is the slower of
-    /// the two, and the hash may lag (see [`HASH_QUEUE`]).
+    /// the two, and the hash may lag (see [`super::hash::HASH_QUEUE`]).
     async fn write_queue(&mut self) -> Result<(), ApiError> {
         let Some(batch) = self.batch.take().filter(|b| !b.is_empty()) else {
             return Ok(());

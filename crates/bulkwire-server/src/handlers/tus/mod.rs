@@ -19,6 +19,7 @@
 //! durable offsets only (`append.rs`).
 
 mod append;
+mod hash;
 mod lock;
 mod proto;
 mod state;
@@ -698,7 +699,7 @@ async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadSta
     }
     // Before the spool becomes the blob: a hash that lags reads it. (The
     // last byte's save never lags, but a state is not trusted to say so.)
-    let h = append::hasher_at_offset(state, id, &st).await?;
+    let h = hash::hasher_at_offset(state, id, &st).await?;
     state
         .blobs
         .spool_finish(id, st.spool.clone())

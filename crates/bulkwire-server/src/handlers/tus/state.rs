@@ -31,7 +31,7 @@ pub struct UploadState {
     /// The running SHA-256 when it lags behind the offset: a request may
     /// answer before its hash has caught up with its bytes (on a store
     /// whose spool can be read back), and the next writer hashes the rest
-    /// from the spool (`append::hasher_at_offset`). A separate key, so
+    /// from the spool (`hash::hasher_at_offset`). A separate key, so
     /// that a build which knows only `sha256` refuses such a state rather
     /// than take it for the hash at the offset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
