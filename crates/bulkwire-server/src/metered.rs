@@ -48,8 +48,8 @@ enum MetaOp {
 }
 
 /// Blob operations, as labelled.
-const BLOB_OPS: [&str; 9] = [
-    "begin", "write", "commit", "open", "delete", "abort", "ready", "spool", "sync",
+const BLOB_OPS: [&str; 10] = [
+    "begin", "write", "commit", "open", "delete", "abort", "ready", "spool", "sync", "note",
 ];
 
 /// Indices into [`BLOB_OPS`].
@@ -66,6 +66,8 @@ enum BlobOp {
     Spool,
     /// A resumable upload's durable point.
     Sync,
+    /// A resumable spool's note read back.
+    Note,
 }
 
 #[derive(Debug, Default)]
@@ -444,6 +446,9 @@ impl BlobStore for MeteredBlobs {
     fn spool_readable(&self) -> bool {
         self.inner.spool_readable()
     }
+    fn spool_note<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<Option<Vec<u8>>>> {
+        timed(self.stats.blob_op(BlobOp::Note), self.inner.spool_note(id))
+    }
     fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
         timed(
             self.stats.blob_op(BlobOp::Spool),
@@ -504,6 +509,15 @@ impl SpoolWriter for MeteredSpool {
     }
     fn sync(&mut self) -> BoxFut<'_, std::io::Result<Spool>> {
         timed(self.stats.blob_op(BlobOp::Sync), self.inner.sync())
+    }
+    fn sync_noted(&mut self, note: Vec<u8>) -> BoxFut<'_, std::io::Result<Spool>> {
+        timed(
+            self.stats.blob_op(BlobOp::Sync),
+            self.inner.sync_noted(note),
+        )
+    }
+    fn notes(&self) -> bool {
+        self.inner.notes()
     }
     fn saved(&mut self, ok: bool) -> BoxFut<'_, ()> {
         self.inner.saved(ok)

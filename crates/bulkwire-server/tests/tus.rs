@@ -555,6 +555,7 @@ async fn close_parked(h: &Harness, id: &str, at: usize, length: usize) {
 /// and then stopped leaves it: the hash at the upload's start (as `fresh`,
 /// an upload with nothing written, has it), `edit` applied on top.
 async fn leave_hash_at_start(h: &Harness, id: &str, fresh: &str, edit: impl FnOnce(&mut Value)) {
+    row_caught_up(h, id).await;
     let meta = &h.srv.state.meta;
     let initial = meta.upload_get(fresh).await.unwrap().unwrap();
     let initial: Value = serde_json::from_str(&initial.state).unwrap();
@@ -565,6 +566,63 @@ async fn leave_hash_at_start(h: &Harness, id: &str, fresh: &str, edit: impl FnOn
     edit(&mut st);
     row.state = st.to_string();
     assert!(meta.upload_save(&row, None).await.unwrap().is_some());
+}
+
+/// Waits until `id`'s row has the offset `HEAD` answers: on the embedded
+/// store a row is saved behind the answer, and a test that edits it must
+/// not race that save.
+async fn row_caught_up(h: &Harness, id: &str) -> Value {
+    let want = head_offset(h, id).await;
+    for _ in 0..500 {
+        let row = h.srv.state.meta.upload_get(id).await.unwrap().unwrap();
+        let st: Value = serde_json::from_str(&row.state).unwrap();
+        if st["spool"]["len"].as_u64() == Some(want) {
+            return st;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the row of {id} never reached offset {want}");
+}
+
+/// An answer goes before its row is saved where the spool keeps notes (the
+/// embedded store): a row left behind (a crash right after the answer, or
+/// a failed save) loses nothing. `HEAD`, a 409 and the next writer take
+/// the spool's note, and the file's SHA-256 is exact. On the shared
+/// stores the row is saved before the answer.
+#[tokio::test]
+async fn a_row_left_behind_its_answer_is_caught_up_from_the_spool_note() {
+    let h = start(Limits::default()).await;
+    let data = payload(900_000, 34);
+    let id = create(&h, data.len()).await;
+    let created = h.srv.state.meta.upload_get(&id).await.unwrap().unwrap();
+    assert_tus(&patch(&h, &id, 0, &data[..300_000]).await, 204);
+    if backend() == Backend::Shared {
+        let row = h.srv.state.meta.upload_get(&id).await.unwrap().unwrap();
+        let st: Value = serde_json::from_str(&row.state).unwrap();
+        assert_eq!(st["spool"]["len"], 300_000, "saved before the answer");
+        return;
+    }
+    assert_tus(&patch(&h, &id, 300_000, &data[300_000..600_000]).await, 204);
+    // The row as the creation left it, as if no save after an answer
+    // had landed; the writer parked with the upload is closed.
+    row_caught_up(&h, &id).await;
+    close_parked(&h, &id, 600_000, data.len() + 1).await;
+    let mut row = h.srv.state.meta.upload_get(&id).await.unwrap().unwrap();
+    row.state = created.state;
+    assert!(h
+        .srv
+        .state
+        .meta
+        .upload_save(&row, None)
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(head_offset(&h, &id).await, 600_000);
+    let r = patch(&h, &id, 0, &data[..10]).await;
+    assert_tus(&r, 409);
+    assert_eq!(offset(&r), 600_000);
+    assert_tus(&patch(&h, &id, 600_000, &data[600_000..]).await, 204);
+    assert_media(&h, &id, &data, None, "application/octet-stream").await;
 }
 
 /// A node that died after making the spool the blob, but before saving

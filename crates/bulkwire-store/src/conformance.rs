@@ -403,6 +403,53 @@ pub async fn spools(b: Arc<dyn BlobStore>, part: usize) {
     b.spool_abort(&id, spool).await.unwrap();
 }
 
+/// Spool notes (`SpoolWriter::sync_noted`): a writer that keeps them
+/// hands back the last one (not one of a plain sync after it) until the
+/// spool is finished; one that keeps none refuses one and syncs nothing.
+pub async fn spool_notes(b: Arc<dyn BlobStore>) {
+    let id = new_id();
+    let spool = b.spool_create(&id, Lease::detached(&id)).await.unwrap();
+    assert_eq!(b.spool_note(&id).await.unwrap(), None);
+    let mut w = b.spool_open(&id, spool.clone()).await.unwrap();
+    w.write(vec![Bytes::from(vec![7u8; 5000])]).await.unwrap();
+    if !w.notes() {
+        assert!(w.sync_noted(b"n".to_vec()).await.is_err());
+        assert_eq!(b.spool_note(&id).await.unwrap(), None);
+        drop(w);
+        return b.spool_abort(&id, spool).await.unwrap();
+    }
+    let s = w.sync_noted(b"first".to_vec()).await.unwrap();
+    assert_eq!(s.len, 5000);
+    assert_eq!(b.spool_note(&id).await.unwrap().unwrap(), b"first");
+    // A writer opened with a state older than the note (its row was not
+    // saved) does not cut the noted bytes off: it goes on after them.
+    w.write(vec![Bytes::from(vec![0xEE; 100])]).await.unwrap();
+    drop(w);
+    assert_eq!(b.spool_note(&id).await.unwrap().unwrap(), b"first");
+    let mut w = b.spool_open(&id, spool.clone()).await.unwrap();
+    assert_eq!(w.sync().await.unwrap().len, 5000, "opened at the note");
+    w.write(vec![Bytes::from(vec![8u8; 3000])]).await.unwrap();
+    let s = w.sync_noted(b"second".to_vec()).await.unwrap();
+    assert_eq!(s.len, 8000);
+    w.write(vec![Bytes::from(vec![9u8; 10])]).await.unwrap();
+    let s = w.sync().await.unwrap();
+    assert_eq!(s.len, 8010);
+    assert_eq!(b.spool_note(&id).await.unwrap().unwrap(), b"second");
+    let long = vec![b'x'; crate::NOTE_MAX + 1];
+    assert!(
+        w.sync_noted(long).await.is_err(),
+        "a note longer than NOTE_MAX"
+    );
+    w.finish().await.unwrap();
+    assert_eq!(
+        b.spool_note(&id).await.unwrap(),
+        None,
+        "gone with the spool"
+    );
+    assert_eq!(read(&*b, &id, 4998, 4).await, [7, 7, 8, 8]);
+    b.delete(&id).await.unwrap();
+}
+
 /// The janitor end to end on one pair of stores: an upload of a dead node
 /// (its blob committed, no row) is removed, a live node's is kept.
 pub async fn janitor(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {

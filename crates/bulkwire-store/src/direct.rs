@@ -137,6 +137,37 @@ impl Target {
         }
     }
 
+    /// As [`Target::sync`], with `note` set as extended attribute `name`
+    /// before one `fsync` (not `fdatasync`: it must carry the attribute)
+    /// makes the bytes, the size and the note durable together.
+    pub(super) fn sync_noted(&mut self, name: &str, note: &[u8]) -> io::Result<()> {
+        let file = match self {
+            Target::Buffered(f) => &*f,
+            Target::Direct(d) => {
+                d.write_tail()?;
+                &d.file
+            }
+        };
+        rustix::fs::fsetxattr(file, name, note, rustix::fs::XattrFlags::empty())?;
+        file.sync_all()
+    }
+
+    /// Sets attribute `name` back to `last`, or removes it without one.
+    pub(super) fn restore_note(&self, name: &str, last: Option<&[u8]>) -> io::Result<()> {
+        let file = match self {
+            Target::Buffered(f) => f,
+            Target::Direct(d) => &d.file,
+        };
+        let r = match last {
+            Some(v) => rustix::fs::fsetxattr(file, name, v, rustix::fs::XattrFlags::empty()),
+            None => rustix::fs::fremovexattr(file, name),
+        };
+        match r {
+            Ok(()) | Err(rustix::io::Errno::NODATA) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Writes whatever is held and hands back the file, complete, for the
     /// commit's fsync.
     pub(super) fn finish(self) -> io::Result<File> {
@@ -146,7 +177,6 @@ impl Target {
         }
     }
 
-    #[cfg(test)]
     pub(super) fn is_direct(&self) -> bool {
         matches!(self, Target::Direct(_))
     }

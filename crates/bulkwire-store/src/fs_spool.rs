@@ -1,12 +1,24 @@
 //! Resumable uploads on files (see [`crate::spool`]): `data/uploads/{id}`,
-//! appended to and `fdatasync`ed at each durable point; finished by the
-//! same rename into `blobs/` as a commit.
+//! appended to and made durable at each durable point (`fdatasync`, or
+//! `fsync` with a note); finished by the same rename into `blobs/` as a
+//! commit.
 //!
 //! Written with `O_DIRECT` where the file system allows it, as plain
 //! uploads are (`direct.rs`, for the same reasons: no page-cache copy, and
 //! a durable point's `fdatasync` has little left to flush). A writer that
 //! resumes inside a block reads that block's bytes back first; a durable
 //! point writes the partial last block padded and cuts the file to size.
+//!
+//! A durable point may carry a note ([`SpoolWriter::sync_noted`]): the
+//! extended attribute [`NOTE`] (the spool's length, then the caller's
+//! bytes), set before the `fsync`, so that the journal commit that makes
+//! the file's new size durable carries the note too, and the flush before
+//! that commit the bytes (written with `O_DIRECT`, they have reached the
+//! device before the attribute is set; without it there are no notes). A
+//! note whose `fsync` has not ended is not read back: while a writer holds
+//! the spool, the last note that counted is answered from memory; a failed
+//! `fsync` puts the previous attribute back; an opener never cuts the file
+//! below the note. The finished blob drops it.
 
 use crate::direct::Target;
 use crate::spool::{Spool, SpoolWriter};
@@ -16,8 +28,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -32,6 +43,8 @@ pub(crate) struct FsSpoolPaths {
     pub spools_dir: Arc<File>,
     /// `O_DIRECT` where the file system allows it.
     pub direct: bool,
+    /// Extended attributes work here: syncs may carry notes.
+    pub notes: bool,
     pub locks: Locks,
     pub id: String,
 }
@@ -43,27 +56,44 @@ pub(crate) struct FsSpoolPaths {
 /// lands in the file after the new writer cut it back. One entry per spool
 /// with a writer open or waiting.
 #[derive(Clone, Default, Debug)]
-pub(crate) struct Locks(
-    pub(crate) Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
-);
+pub(crate) struct Locks(pub(crate) Arc<std::sync::Mutex<HashMap<String, Arc<Entry>>>>);
+
+/// A spool's turn, and the note its writers last made durable.
+#[derive(Default, Debug)]
+pub(crate) struct Entry {
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// The last note an `fsync` ended for (as stored: length, then the
+    /// caller's bytes). What [`current_note`] answers while the entry
+    /// lives: the attribute itself may then hold a note whose `fsync` has
+    /// not ended (or failed).
+    note: std::sync::Mutex<Option<Vec<u8>>>,
+}
+
+impl Entry {
+    fn note(&self) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
+        self.note.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// Held by a spool writer and by each of its writes in flight.
 struct SpoolLock {
     locks: Locks,
     id: String,
+    entry: Arc<Entry>,
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl Locks {
     async fn lock(&self, id: &str) -> Arc<SpoolLock> {
-        let m = {
+        let entry = {
             let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
             map.entry(id.to_string()).or_default().clone()
         };
-        let guard = m.lock_owned().await;
+        let guard = entry.turn.clone().lock_owned().await;
         Arc::new(SpoolLock {
             locks: self.clone(),
             id: id.to_string(),
+            entry,
             guard: Some(guard),
         })
     }
@@ -71,14 +101,10 @@ impl Locks {
 
 impl Drop for SpoolLock {
     fn drop(&mut self) {
-        let mutex = self
-            .guard
-            .take()
-            .map(|g| tokio::sync::OwnedMutexGuard::mutex(&g).clone());
+        drop(self.guard.take());
         let mut map = self.locks.0.lock().unwrap_or_else(|p| p.into_inner());
-        // The guard is gone now; the map's reference and `mutex` remain
-        // unless someone waits.
-        if mutex.is_some_and(|m| Arc::strong_count(&m) == 2) {
+        // The map's reference and this one remain unless someone waits.
+        if Arc::strong_count(&self.entry) == 2 {
             map.remove(&self.id);
         }
     }
@@ -99,22 +125,30 @@ pub(crate) async fn create(p: FsSpoolPaths) -> io::Result<Spool> {
     .await
 }
 
-/// Opens the spool file cut back to the saved length.
+/// Opens the spool file cut back to the saved length, or to its note's
+/// where that is ahead (a state saved behind its answer, not yet): the
+/// caller takes the note ([`current_note`]) for its state.
 pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn SpoolWriter>> {
     let lock = p.locks.lock(&p.id).await;
-    let (path, direct) = (p.file.clone(), p.direct);
-    let len = spool.len;
-    let target = blocking(move || {
+    let (path, direct, entry) = (p.file.clone(), p.direct, lock.entry.clone());
+    let (target, len) = blocking(move || {
         let at = fs::metadata(&path)?.len();
+        // No other writer holds the spool: the attribute is durable (a
+        // failed sync put the previous one back).
+        if entry.note().is_none() {
+            *entry.note() = read_note(&path)?.filter(|n| note_len(n) <= at);
+        }
+        let len = entry.note().as_deref().map_or(0, note_len).max(spool.len);
         if at < len {
             let m = format!("{}: {at} bytes, its saved state says {len}", path.display());
             return Err(io::Error::new(io::ErrorKind::InvalidData, m));
         }
         // Bytes past the saved length were never acknowledged: cut off.
-        Target::append_at(&path, len, direct)
+        Ok((Target::append_at(&path, len, direct)?, len))
     })
     .await?;
     Ok(Box::new(FsSpool {
+        direct_target: target.is_direct(),
         file: Some(target),
         pipe: None,
         len,
@@ -122,6 +156,76 @@ pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn Sp
         lock,
     }))
 }
+
+/// The caller's bytes of spool `id`'s last durable note, if any: from
+/// memory while a writer holds the spool (its attribute may be a note
+/// whose `fsync` has not ended), else from the attribute, unless it names
+/// more bytes than the file has (then it never counted).
+pub(crate) fn current_note(
+    locks: &Locks,
+    path: &std::path::Path,
+    id: &str,
+) -> io::Result<Option<Vec<u8>>> {
+    // Held while the attribute is read: no writer can start meanwhile.
+    let map = locks.0.lock().unwrap_or_else(|p| p.into_inner());
+    let stored = match map.get(id) {
+        Some(e) => e.note().clone(),
+        None => match fs::metadata(path) {
+            Ok(m) => read_note(path)?.filter(|n| note_len(n) <= m.len()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        },
+    };
+    Ok(stored.map(|mut n| n.split_off(NOTE_LEN.min(n.len()))))
+}
+
+/// Bytes of the length that starts a stored note.
+const NOTE_LEN: usize = 8;
+
+/// The spool length a stored note was made at (0 if it is malformed).
+fn note_len(stored: &[u8]) -> u64 {
+    stored
+        .get(..NOTE_LEN)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+/// The extended attribute that holds a spool's note.
+pub(crate) const NOTE: &str = "user.bulkwire.note";
+
+/// True when files under `dir` take extended attributes (ext4, xfs,
+/// btrfs, tmpfs since Linux 6.6): tried on a scratch file. Notes assume a
+/// file system that commits an attribute with the inode's other changes
+/// in its journal (ext4, xfs, btrfs do).
+pub(crate) fn notes_work(dir: &std::path::Path) -> bool {
+    let probe = dir.join(format!(".xattr-probe-{}", std::process::id()));
+    let ok = File::create(&probe).is_ok_and(|f| {
+        rustix::fs::fsetxattr(&f, NOTE, b"1", rustix::fs::XattrFlags::empty()).is_ok()
+    });
+    let _ = fs::remove_file(&probe);
+    ok
+}
+
+/// The note on the spool file at `path`; `None` without one or without
+/// the file.
+pub(crate) fn read_note(path: &std::path::Path) -> io::Result<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; NOTE_LEN + NOTE_MAX];
+    match rustix::fs::getxattr(path, NOTE, &mut buf[..]) {
+        Ok(n) => {
+            buf.truncate(n);
+            Ok(Some(buf))
+        }
+        // No attribute, no file, or no attributes here.
+        Err(rustix::io::Errno::NODATA | rustix::io::Errno::NOENT | rustix::io::Errno::NOTSUP) => {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The longest spool note ([`SpoolWriter::sync_noted`]): about what one
+/// extended attribute may hold on ext4 (a block, less its header).
+pub const NOTE_MAX: usize = 4000;
 
 /// Moves the finished spool to `blobs/`; a spool already moved (a finish
 /// whose save was lost) is fine.
@@ -142,6 +246,11 @@ pub(crate) async fn finish(p: FsSpoolPaths, len: u64) -> io::Result<()> {
         };
         let f = OpenOptions::new().write(true).open(&p.file)?;
         f.set_len(len)?;
+        // The blob has no use for the spool's last note.
+        match rustix::fs::fremovexattr(&f, NOTE) {
+            Ok(()) | Err(rustix::io::Errno::NODATA | rustix::io::Errno::NOTSUP) => {}
+            Err(e) => return Err(e.into()),
+        }
         f.sync_all()?;
         drop(f);
         fs::rename(&p.file, &p.fin)?;
@@ -168,6 +277,11 @@ struct FsSpool {
     paths: FsSpoolPaths,
     /// This writer's turn on the file, shared with its write loop.
     lock: Arc<SpoolLock>,
+    /// The file is written with `O_DIRECT`: each write has reached the
+    /// device when it returns, so the flush before the journal commit
+    /// that carries a note covers the bytes (through the page cache, a
+    /// commit could carry the note before the bytes are written back).
+    direct_target: bool,
 }
 
 /// Writes on the blocking pool, one batch after another as they come
@@ -180,7 +294,40 @@ struct WritePipe {
     done: JoinHandle<io::Result<Target>>,
     /// Set before the channel closes: the loop then makes the file durable
     /// right after its last write, without another trip to the pool.
-    sync: Arc<AtomicBool>,
+    then: Arc<Mutex<Then>>,
+}
+
+/// What a writer's file gets once its writes have ended.
+enum Then {
+    Nothing,
+    Sync,
+    /// A sync carrying a note ([`NOTE`], stored with its length first).
+    SyncNoted(Vec<u8>),
+}
+
+impl Then {
+    fn run(self, f: &mut Target, turn: &SpoolLock) -> io::Result<()> {
+        match self {
+            Then::Nothing => Ok(()),
+            Then::Sync => f.sync(),
+            Then::SyncNoted(note) => match f.sync_noted(NOTE, &note) {
+                Ok(()) => {
+                    *turn.entry.note() = Some(note);
+                    Ok(())
+                }
+                Err(e) => {
+                    // The bytes may be lost: the attribute goes back to the
+                    // last note that counted, so that nobody takes this one
+                    // once its writer is gone.
+                    let last = turn.entry.note().clone();
+                    if let Err(r) = f.restore_note(NOTE, last.as_deref()) {
+                        tracing::error!("spool {}: restoring its note: {r}", turn.id);
+                    }
+                    Err(e)
+                }
+            },
+        }
+    }
 }
 
 /// Batches waiting for the disk beyond the one being written.
@@ -191,34 +338,37 @@ impl WritePipe {
     /// write has ended.
     fn start(mut f: Target, turn: Arc<SpoolLock>) -> WritePipe {
         let (tx, mut rx) = mpsc::channel::<Vec<Bytes>>(WRITE_QUEUE);
-        let sync = Arc::new(AtomicBool::new(false));
-        let then_sync = sync.clone();
+        let then = Arc::new(Mutex::new(Then::Nothing));
+        let at_end = then.clone();
         let done = tokio::task::spawn_blocking(move || {
             while let Some(chunks) = rx.blocking_recv() {
                 f.write(&chunks)?;
             }
-            if then_sync.load(Ordering::Acquire) {
-                f.sync()?;
-            }
+            let then = std::mem::replace(&mut *then_of(&at_end), Then::Nothing);
+            then.run(&mut f, &turn)?;
             drop(turn);
             Ok(f)
         });
-        WritePipe { tx, done, sync }
+        WritePipe { tx, done, then }
     }
+}
+
+fn then_of(m: &Mutex<Then>) -> std::sync::MutexGuard<'_, Then> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl FsSpool {
     /// Waits for the writes handed over and takes the file back.
     async fn settle(&mut self) -> io::Result<Target> {
-        self.settle_then(false).await
+        self.settle_then(Then::Nothing).await
     }
 
-    /// As [`FsSpool::settle`], making the file durable (`Target::sync`)
-    /// when `sync`.
-    async fn settle_then(&mut self, sync: bool) -> io::Result<Target> {
+    /// As [`FsSpool::settle`], then `then` on the file (on the write
+    /// loop's thread when there is one).
+    async fn settle_then(&mut self, then: Then) -> io::Result<Target> {
         match self.pipe.take() {
             Some(p) => {
-                p.sync.store(sync, Ordering::Release);
+                *then_of(&p.then) = then;
                 drop(p.tx);
                 p.done
                     .await
@@ -229,12 +379,23 @@ impl FsSpool {
                     .file
                     .take()
                     .ok_or_else(|| io::Error::other("spool used after a failed write"))?;
-                match sync {
-                    true => blocking(move || f.sync().map(|()| f)).await,
-                    false => Ok(f),
+                let turn = self.lock.clone();
+                match then {
+                    Then::Nothing => Ok(f),
+                    then => blocking(move || then.run(&mut f, &turn).map(|()| f)).await,
                 }
             }
         }
+    }
+
+    /// Syncs (`then`), keeps the file, and returns the state.
+    async fn sync_with(&mut self, then: Then) -> io::Result<Spool> {
+        let f = self.settle_then(then).await?;
+        self.file = Some(f);
+        Ok(Spool {
+            len: self.len,
+            ..Spool::default()
+        })
     }
 }
 
@@ -263,14 +424,27 @@ impl SpoolWriter for FsSpool {
     }
 
     fn sync(&mut self) -> BoxFut<'_, io::Result<Spool>> {
+        Box::pin(self.sync_with(Then::Sync))
+    }
+
+    fn sync_noted(&mut self, note: Vec<u8>) -> BoxFut<'_, io::Result<Spool>> {
         Box::pin(async move {
-            let f = self.settle_then(true).await?;
-            self.file = Some(f);
-            Ok(Spool {
-                len: self.len,
-                ..Spool::default()
-            })
+            if !self.notes() {
+                return Err(crate::spool::no_notes());
+            }
+            if note.len() > NOTE_MAX {
+                let m = format!("a spool note is at most {NOTE_MAX} bytes");
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+            }
+            // The length first: an opener never cuts below it.
+            let mut stored = self.len.to_le_bytes().to_vec();
+            stored.extend_from_slice(&note);
+            self.sync_with(Then::SyncNoted(stored)).await
         })
+    }
+
+    fn notes(&self) -> bool {
+        self.paths.notes && self.direct_target
     }
 
     fn parkable(&self) -> bool {
@@ -297,6 +471,7 @@ impl SpoolWriter for FsSpool {
                 dir: self.paths.dir.clone(),
                 spools_dir: self.paths.spools_dir.clone(),
                 direct: self.paths.direct,
+                notes: self.paths.notes,
                 locks: self.paths.locks.clone(),
                 id: self.paths.id.clone(),
             };

@@ -34,6 +34,7 @@ mod sqlite;
 
 pub use direct::{AlignedBatch, AlignedPool, Batches, ALIGN, STAGING_BYTES};
 pub use fs::FsBlobStore;
+pub use fs_spool::NOTE_MAX;
 pub use lease::{Lease, Leases};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};
@@ -122,6 +123,12 @@ pub trait BlobStore: Send + Sync + 'static {
     fn spool_readable(&self) -> bool {
         false
     }
+
+    /// The note of resumable upload `id`'s last [`SpoolWriter::sync_noted`]
+    /// whose flush has ended, if its spool has one (`None` too once the
+    /// spool is finished or gone, and on a store that keeps no notes). No
+    /// default: a wrapper must pass it on.
+    fn spool_note<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<Option<Vec<u8>>>>;
 
     /// The backend's name in metrics (`files`, `s3`, …).
     fn backend(&self) -> &'static str {

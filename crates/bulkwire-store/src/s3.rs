@@ -529,6 +529,11 @@ impl BlobStore for S3BlobStore {
         Box::pin(crate::s3_spool::finish_saved(self.s3.clone(), id, spool))
     }
 
+    fn spool_note<'a>(&'a self, _id: &'a str) -> BoxFut<'a, io::Result<Option<Vec<u8>>>> {
+        // Every durable point is saved in the row before it is answered.
+        Box::pin(async { Ok(None) })
+    }
+
     fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, io::Result<()>> {
         Box::pin(crate::s3_spool::abort(self.s3.clone(), id, spool))
     }

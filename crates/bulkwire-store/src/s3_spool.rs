@@ -323,6 +323,15 @@ impl SpoolWriter for S3Spool {
     fn holds_chunks(&self) -> bool {
         true
     }
+
+    fn sync_noted(&mut self, _note: Vec<u8>) -> BoxFut<'_, io::Result<Spool>> {
+        Box::pin(async { Err(crate::spool::no_notes()) })
+    }
+
+    fn notes(&self) -> bool {
+        // A part or tail object per sync: the row is the only record.
+        false
+    }
 }
 
 impl S3Spool {

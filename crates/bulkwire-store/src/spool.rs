@@ -7,10 +7,15 @@
 //! with the upload's row in the metadata store (the server's JSON state),
 //! never kept in a node's memory. The backends:
 //!
-//! - files: one file `data/uploads/{id}`, appended to and `fdatasync`ed at
+//! - files: one file `data/uploads/{id}`, appended to and made durable at
 //!   each durable point. A node that resumes cuts the file back to the
-//!   saved length first: bytes written after the last save were never
-//!   acknowledged, and may be half a chunk.
+//!   saved (or noted) length first: bytes written after the last durable
+//!   point were never acknowledged, and may be half a chunk.
+//!   Where the file system has extended attributes, a sync may carry a
+//!   *note* (`user.bulkwire.note`): set before the `fsync` that makes the
+//!   bytes durable, so one flush commits both, and the caller may answer
+//!   before its row is saved (the note then names the offset until the
+//!   row catches up).
 //! - S3: one multipart upload per spool, created at the start. Parts are
 //!   cut at fixed offsets (part `i` holds bytes `[i·P, (i+1)·P)`, `P` fixed
 //!   when the spool is made), so two nodes that write the same range of the
@@ -79,8 +84,22 @@ pub trait SpoolWriter: Send {
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>>;
 
     /// Makes everything written durable and returns the state that says
-    /// so, for the caller to save. Nothing of it counts until saved.
+    /// so, for the caller to save. Nothing of it counts until saved (or
+    /// noted: [`SpoolWriter::sync_noted`]).
     fn sync(&mut self) -> BoxFut<'_, io::Result<Spool>>;
+
+    /// As [`SpoolWriter::sync`], and makes `note` durable in the same
+    /// flush as the bytes, so that it never names a byte a crash could
+    /// lose: the caller's record of a state it saves later, read back with
+    /// [`crate::BlobStore::spool_note`]; at most [`crate::NOTE_MAX`] bytes.
+    /// On a writer whose [`SpoolWriter::notes`] is false this fails and
+    /// syncs nothing.
+    fn sync_noted(&mut self, note: Vec<u8>) -> BoxFut<'_, io::Result<Spool>>;
+
+    /// True where [`SpoolWriter::sync_noted`] keeps its note (a file on a
+    /// file system with extended attributes). No default: a wrapper must
+    /// pass it on.
+    fn notes(&self) -> bool;
 
     /// Tells the writer whether the state of its last [`SpoolWriter::sync`]
     /// was saved: if so, what the previous state named and the new one no
@@ -107,6 +126,14 @@ pub trait SpoolWriter: Send {
     /// A caller then hands over whole buffers where it can. No default:
     /// a wrapper must pass it on.
     fn holds_chunks(&self) -> bool;
+}
+
+/// The error of [`SpoolWriter::sync_noted`] on a writer that keeps no notes.
+pub fn no_notes() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "this spool keeps no notes (S3, or no direct I/O or extended attributes here)",
+    )
 }
 
 #[cfg(test)]

@@ -100,6 +100,7 @@ fn conformance_with_several_parts_and_the_janitor() {
         assert_eq!(s.upload_memory(), 2 * PART as u64);
         conformance::blob_store(s.clone(), 12 << 20).await;
         conformance::spools(s.clone(), PART).await;
+        conformance::spool_notes(s.clone()).await;
         let d = tempfile::tempdir().unwrap();
         let m = SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
         conformance::janitor(Arc::new(m), s).await;

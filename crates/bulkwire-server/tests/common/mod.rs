@@ -656,6 +656,9 @@ impl<H: BeginHook> BlobStore for Hooked<H> {
     fn spool_finish<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
         self.inner.spool_finish(id, spool)
     }
+    fn spool_note<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<Option<Vec<u8>>>> {
+        self.inner.spool_note(id)
+    }
     fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
         self.inner.spool_abort(id, spool)
     }

@@ -9,9 +9,14 @@
 //! [`crate::Limits::upload_sync_bytes`] of offset, and at the end, the
 //! spool is made durable and its state saved in one fenced row update:
 //! only then does an offset count, so `Upload-Offset` never names a byte a
-//! crash could lose. The saved hash state is where the hash stands: on a
-//! store whose spool can be read back (files) the answer does not wait for
-//! the hash to catch up with the bytes; it catches up behind the answer,
+//! crash could lose. Where the spool keeps notes (a file on the single-node
+//! embedded store) the state goes as a note made durable with the bytes
+//! instead, and the row is saved behind the answer, on a task the writer's
+//! next save waits for; whoever loads the row takes a note ahead of it
+//! (`load_state` in `mod.rs`). The saved hash state is where the hash
+//! stands: on a store whose spool can be read back (files) the answer does
+//! not wait for the hash to catch up with the bytes; it catches up behind
+//! the answer,
 //! before the next request for the upload starts, and a writer that does
 //! not have it at hand (after a restart) reads the lag back from the spool
 //! ([`hasher_at_offset`]). On S3 and at the upload's last byte the saved
@@ -31,6 +36,7 @@ use crate::upload::{storage_error, BodyReader};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
+use tokio::task::JoinHandle;
 
 /// What the request asked for beyond its bytes.
 pub struct Want {
@@ -63,6 +69,10 @@ const FIRST_BATCH: usize = 64 * 1024;
 // Batches end on multiples of their size: whole blocks for `O_DIRECT`.
 const _: () = assert!(TAIL_BATCH.is_multiple_of(ALIGN) && FIRST_BATCH.is_multiple_of(ALIGN));
 
+/// What an append goes on with from a parked writer (`lock::Parked`): its
+/// open spool, the hash at the offset, and the row save it left running.
+pub type Resumed = (Box<dyn SpoolWriter>, Sha256, Option<JoinHandle<bool>>);
+
 /// One request's append, from the claimed row to the answer's offset.
 pub struct Append {
     state: Arc<AppState>,
@@ -84,6 +94,10 @@ pub struct Append {
     body_start: u64,
     /// The request body failed (cut, too slow): what arrived is kept.
     body_broke: bool,
+    /// The row save running behind the last noted durable point (see
+    /// [`Append::checkpoint`]), maybe a previous request's: this writer's
+    /// saves wait for it, so that they land in order. True if it saved.
+    prior_save: Option<JoinHandle<bool>>,
     guard: WriterGuard,
 }
 
@@ -95,15 +109,25 @@ impl Append {
         st: UploadState,
         want: &Want,
         guard: WriterGuard,
-        parked: Option<(Box<dyn SpoolWriter>, Sha256)>,
+        parked: Option<Resumed>,
     ) -> Result<Append, ApiError> {
         let id = row.id.clone();
-        let (writer, file) = match parked {
+        let mut st = st;
+        let (writer, file, prior_save) = match parked {
             Some(p) => p,
             None => {
-                let file = hasher_at_offset(state, &id, &st).await?;
                 let w = state.blobs.spool_open(&id, st.spool.clone()).await;
-                (w.map_err(storage_error)?, file)
+                let w = w.map_err(storage_error)?;
+                // Read again now that this writer holds the spool: a note
+                // that a cut-off request's last sync left after the row
+                // was loaded (the open did not cut below it).
+                if state.meta.single_process() {
+                    let note = state.blobs.spool_note(&id).await.map_err(storage_error)?;
+                    if let Some(n) = note {
+                        st.take_note(&id, &n)?;
+                    }
+                }
+                (w, hasher_at_offset(state, &id, &st).await?, None)
             }
         };
         let check = want.checksum.as_ref().map(|(a, _)| match a {
@@ -127,6 +151,7 @@ impl Append {
             body_end: want.body_len.map(|n| at.saturating_add(n)),
             body_start: at,
             body_broke: false,
+            prior_save,
             guard,
         })
     }
@@ -329,6 +354,10 @@ impl Append {
     /// hash state, fenced by this writer's generation.
     pub async fn checkpoint(&mut self) -> Result<(), ApiError> {
         self.write_queue().await?;
+        let lags = self.hashing.is_some() && self.may_lag();
+        if lags && self.takes_notes() && self.prior_saved().await {
+            return self.checkpoint_noted().await;
+        }
         let mut st = self.st.clone();
         match self.hashing.as_ref().filter(|_| self.may_lag()) {
             // The answer need not wait for the hash: the state names where
@@ -361,9 +390,89 @@ impl Append {
         }
         saved?;
         self.st = st;
-        let sync = self.state.config.limits.upload_sync_bytes.max(1);
-        self.next_sync = (self.written / sync + 1) * sync;
+        self.next_sync = self.sync_point_after(self.written);
         Ok(())
+    }
+
+    /// A durable point where neither the hash nor the row need be caught
+    /// up for the answer: the state goes as a note on the spool, made
+    /// durable with its bytes by the same flush, and the row is saved
+    /// behind the answer ([`Append::save_behind`]). A row save before the
+    /// answer cost 0.3-0.4 ms of each 8 MiB `PATCH` (an SQLite commit and
+    /// its fsync, two hand-offs).
+    async fn checkpoint_noted(&mut self) -> Result<(), ApiError> {
+        let Some((at, file)) = self.hashing.as_ref().map(HashPipe::progress) else {
+            return Err(ApiError::storage("a noted durable point without its hash"));
+        };
+        let mut st = self.st.clone();
+        st.spool.len = self.written;
+        st.set_hasher_at(&file, at);
+        let spool = self.writer.sync_noted(st.note()).await;
+        let spool = spool.map_err(storage_error)?;
+        if spool.len != self.written {
+            let m = format!("the spool holds {} bytes, not {}", spool.len, self.written);
+            return Err(ApiError::storage(m));
+        }
+        st.spool = spool;
+        self.save_behind(st);
+        self.next_sync = self.sync_point_after(self.written);
+        Ok(())
+    }
+
+    /// Waits for the row save behind the last answer, if one runs (at
+    /// most one per writer): true unless it failed or a newer writer
+    /// fenced it out. The next durable point then saves before its
+    /// answer, so that the failure, or the 409, reaches a client.
+    async fn prior_saved(&mut self) -> bool {
+        match self.prior_save.take() {
+            Some(h) => h.await.unwrap_or(false),
+            None => true,
+        }
+    }
+
+    /// Saves `st` on a task of its own, which this writer's next save
+    /// waits for; the row is taken as saved meanwhile. A save that fails
+    /// loses nothing (the spool's note has the state).
+    fn save_behind(&mut self, st: UploadState) {
+        let row = self.row_for(&st);
+        let (meta, saved) = (self.state.meta.clone(), row.clone());
+        self.prior_save = Some(tokio::spawn(async move {
+            match meta.upload_save(&saved, None).await {
+                Ok(Some(_)) => true,
+                Ok(None) => {
+                    tracing::debug!(id = saved.id, "a newer writer took over");
+                    false
+                }
+                Err(e) => {
+                    tracing::warn!(id = saved.id, "saving after the answer: {e}");
+                    false
+                }
+            }
+        }));
+        self.row = row;
+        self.st = st;
+    }
+
+    /// This writer's row with `st` in it, its expiry pushed on.
+    fn row_for(&self, st: &UploadState) -> UploadRow {
+        let mut row = self.row.clone();
+        row.state = st.to_json();
+        row.open = !st.complete;
+        row.expires = super::expires(&self.state);
+        row
+    }
+
+    /// The first durable point after offset `at`.
+    fn sync_point_after(&self, at: u64) -> u64 {
+        let sync = self.state.config.limits.upload_sync_bytes.max(1);
+        (at / sync + 1) * sync
+    }
+
+    /// True when a durable point may go as a note on the spool instead of
+    /// a row save before the answer: a spool that keeps notes, on a node
+    /// whose metadata no other node reads (the note is on its disk).
+    fn takes_notes(&self) -> bool {
+        self.state.meta.single_process() && self.writer.notes()
     }
 
     /// Saves `st` (and a media row) if this writer still holds the upload.
@@ -372,10 +481,9 @@ impl Append {
         st: UploadState,
         media: Option<NewMedia>,
     ) -> Result<Option<MediaRecord>, ApiError> {
-        let mut row = self.row.clone();
-        row.state = st.to_json();
-        row.open = !st.complete;
-        row.expires = super::expires(&self.state);
+        // Its outcome is its own: a failure there left the note.
+        self.prior_saved().await;
+        let row = self.row_for(&st);
         match self.state.meta.upload_save(&row, media).await? {
             Some(rec) => {
                 self.row = row;
@@ -445,6 +553,7 @@ impl Append {
             row: self.row,
             st: self.st,
             writer: self.writer,
+            saving: self.prior_save,
         };
         self.guard.park(p);
     }
@@ -463,6 +572,8 @@ impl Append {
     /// Makes the blob final and the upload a media item (a partial upload
     /// of a concatenation stays a blob without a row).
     pub async fn complete(mut self) -> Result<Option<MediaRecord>, ApiError> {
+        // Saves land in order (see `prior_save`).
+        self.prior_saved().await;
         let h = self.settle_hash().await?;
         self.writer.finish().await.map_err(storage_error)?;
         let sha256 = hex::encode(h.file.finalize());

@@ -16,7 +16,7 @@
 //! last durable offset (a mismatch is 409 with the right `Upload-Offset`).
 //!
 //! Where the metadata store is this process's alone (SQLite) and the spool
-//! is a file, a request that ends on a saved offset parks its writer in
+//! is a file, a request that ends on a durable offset parks its writer in
 //! the upload's slot: the next request for the upload on this node goes on
 //! with its row and open file, without a claim or an open (two round trips
 //! to the blocking pool, ~0.5 ms of each 8 MiB `PATCH`). Only an append
@@ -44,13 +44,18 @@ pub struct Writers {
     park_ttl: Duration,
 }
 
-/// A writer left open, with the row and state it last saved.
+/// A writer left open, with the row and state it last saved (or is saving:
+/// `saving`).
 pub struct Parked {
     pub row: UploadRow,
     pub st: UploadState,
     pub writer: Box<dyn SpoolWriter>,
     /// The file's running hash at the offset (the saved one may lag).
     pub hasher: sha2::Sha256,
+    /// The row save that the last request left running behind its answer
+    /// (`append.rs`): the next save of the same writer waits for it, so
+    /// that saves land in order.
+    pub saving: Option<tokio::task::JoinHandle<bool>>,
 }
 
 #[derive(Default)]
@@ -229,6 +234,15 @@ mod tests {
         fn holds_chunks(&self) -> bool {
             false
         }
+        fn sync_noted(
+            &mut self,
+            _: Vec<u8>,
+        ) -> crate::store::BoxFut<'_, std::io::Result<crate::store::Spool>> {
+            Box::pin(async { Err(crate::store::spool::no_notes()) })
+        }
+        fn notes(&self) -> bool {
+            false
+        }
     }
 
     async fn park(w: &Arc<Writers>, id: &str) -> Arc<std::sync::atomic::AtomicBool> {
@@ -250,6 +264,7 @@ mod tests {
             st,
             writer,
             hasher,
+            saving: None,
         });
         dropped
     }

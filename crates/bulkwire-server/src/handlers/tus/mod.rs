@@ -15,7 +15,9 @@
 //!
 //! A finished upload is an ordinary media item with the same id
 //! (`/v1/media/{id}`). Its state lives in the metadata store, so any node
-//! continues any upload (`state.rs`); one writer at a time (`lock.rs`);
+//! continues any upload (`state.rs`; on the single-node embedded store the
+//! newest durable point may be a note on the spool file until its row
+//! catches up, see `load_state`); one writer at a time (`lock.rs`);
 //! durable offsets only (`append.rs`).
 
 mod append;
@@ -409,7 +411,7 @@ async fn append_to(
     // have written it (`lock.rs`).
     let (row, st, writer) = match guard.parked.take() {
         Some(p) if state.meta.single_process() && p.row.expires >= now() => {
-            (p.row, p.st, Some((p.writer, p.hasher)))
+            (p.row, p.st, Some((p.writer, p.hasher, p.saving)))
         }
         _ => {
             let (row, st) = claim_row(state, id).await?;
@@ -426,12 +428,13 @@ async fn append_to(
     if offset != st.offset() {
         let at = st.offset();
         // The writer stays for the request that comes with the right one.
-        if let Some((writer, hasher)) = writer {
+        if let Some((writer, hasher, saving)) = writer {
             guard.park(lock::Parked {
                 row,
                 st,
                 writer,
                 hasher,
+                saving,
             });
         }
         return Err(mismatch(at));
@@ -483,8 +486,36 @@ fn complete_already(len: u64) -> ApiError {
 async fn claim_row(state: &AppState, id: &str) -> Result<(UploadRow, UploadState), ApiError> {
     let row = state.meta.upload_claim(id).await?;
     let row = row.ok_or_else(|| not_found(id))?;
+    let st = load_state(state, id, &row).await?;
+    Ok((row, st))
+}
+
+/// As [`claim_row`], the state as the row has it: for a `DELETE`, which
+/// needs no offset (and must work whatever the spool's note says).
+async fn claim_row_as_saved(
+    state: &AppState,
+    id: &str,
+) -> Result<(UploadRow, UploadState), ApiError> {
+    let row = state.meta.upload_claim(id).await?;
+    let row = row.ok_or_else(|| not_found(id))?;
     let st = UploadState::parse(id, &row.state)?;
     Ok((row, st))
+}
+
+/// An upload's state as its row has it, brought up to its spool's note
+/// where that is ahead: an append answers once its bytes and the note are
+/// durable, and saves the row after (`append.rs`), so a row that a crash
+/// or a failed save left behind is one note short.
+async fn load_state(state: &AppState, id: &str, row: &UploadRow) -> Result<UploadState, ApiError> {
+    let mut st = UploadState::parse(id, &row.state)?;
+    // Only a node whose metadata no other node reads takes notes.
+    if !st.complete && state.meta.single_process() {
+        let note = state.blobs.spool_note(id).await.map_err(storage_error)?;
+        if let Some(n) = note {
+            st.take_note(id, &n)?;
+        }
+    }
+    Ok(st)
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -530,7 +561,7 @@ async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: P
 
 async fn current_offset(state: &Arc<AppState>, id: &str) -> Option<u64> {
     let row = state.meta.upload_get(id).await.ok()??;
-    UploadState::parse(id, &row.state).ok().map(|s| s.offset())
+    load_state(state, id, &row).await.ok().map(|s| s.offset())
 }
 
 async fn patch_run(
@@ -635,7 +666,7 @@ async fn head(
         );
         return Ok(r);
     };
-    let mut st = UploadState::parse(id, &row.state)?;
+    let mut st = load_state(state, id, &row).await?;
     // A finished upload is media: its row's expiry only ends the record.
     if row.expires < now() && !st.complete {
         return Err(gone(id));
@@ -718,7 +749,7 @@ async fn terminate(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError
         return Err(not_found(id));
     }
     let _guard = state.writers.take(id).await;
-    let (row, st) = claim_row(state, id).await?;
+    let (row, st) = claim_row_as_saved(state, id).await?;
     if st.media {
         match super::media::delete(state, id).await {
             Ok(_) => {}

@@ -5,7 +5,8 @@
 //! The SHA-256 of the whole file is kept as the hash's running state
 //! (`sha2`'s serializable state: the eight chaining words, the block
 //! count and the unhashed bytes of the last partial block, ~105 bytes),
-//! saved with every durable offset. Resuming costs nothing but reading it
+//! saved (or noted on the spool, see [`UploadState::note`]) with every
+//! durable offset. Resuming costs nothing but reading it
 //! back; the alternative, hashing the stored parts in order at completion,
 //! would read the whole file again.
 
@@ -146,6 +147,55 @@ impl UploadState {
     }
 }
 
+/// What a durable point writes on a spool that keeps notes
+/// (`SpoolWriter::sync_noted`), durable with its bytes: the part of the
+/// state an append moves. The answer then goes before the row is saved;
+/// whoever loads the row takes a note that is ahead of it
+/// ([`UploadState::take_note`]), so a row that a crash (or a failed save)
+/// left behind loses nothing acknowledged.
+#[derive(Debug, Serialize, Deserialize)]
+struct Note {
+    len: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sha256_behind: Option<HashBehind>,
+}
+
+impl UploadState {
+    /// The note for this state's durable point (~250 bytes of JSON).
+    pub fn note(&self) -> Vec<u8> {
+        let n = Note {
+            len: self.spool.len,
+            sha256: self.sha256.clone(),
+            sha256_behind: self.sha256_behind.clone(),
+        };
+        serde_json::to_vec(&n).unwrap_or_default()
+    }
+
+    /// Takes `note` if it is ahead of this state (a durable point whose
+    /// row was not saved); true if it was. A complete upload takes none.
+    pub fn take_note(&mut self, id: &str, note: &[u8]) -> Result<bool, ApiError> {
+        let n: Note = serde_json::from_slice(note)
+            .map_err(|e| ApiError::storage(format!("upload {id}: unreadable spool note: {e}")))?;
+        if self.complete || n.len <= self.spool.len {
+            return Ok(false);
+        }
+        if self.length.is_some_and(|l| n.len > l) {
+            let m = format!("upload {id}: its spool note is past Upload-Length");
+            return Err(ApiError::storage(m));
+        }
+        let mut st = self.clone();
+        st.spool.len = n.len;
+        st.sha256 = n.sha256;
+        st.sha256_behind = n.sha256_behind;
+        // The hash fields must name a state (at or before the offset).
+        st.hasher()?;
+        *self = st;
+        Ok(true)
+    }
+}
+
 fn save_hash(h: &Sha256) -> String {
     hex::encode(h.serialize())
 }
@@ -195,6 +245,35 @@ mod tests {
         st.set_hasher(&Sha256::default());
         assert_eq!(st.hashed_to(), 5000);
         assert!(st.to_json().contains("\"sha256\""));
+    }
+
+    /// A note ahead of the row moves its offset and hash, and nothing
+    /// else; one at or behind it, or on a complete upload, changes
+    /// nothing; one past the length or with a broken hash is an error.
+    #[test]
+    fn a_note_is_taken_only_when_it_is_ahead() {
+        let mut row = UploadState::new(Spool::default(), Some(9000));
+        row.filename = Some("f".into());
+        let mut ahead = row.clone();
+        ahead.spool.len = 4000;
+        let mut h = Sha256::default();
+        h.update([1u8; 1000]);
+        ahead.set_hasher_at(&h, 1000);
+        let note = ahead.note();
+        let mut st = row.clone();
+        assert!(st.take_note("x", &note).unwrap());
+        assert_eq!(st, ahead);
+        assert_eq!(st.hashed_to(), 1000);
+        assert!(!st.take_note("x", &note).unwrap(), "not ahead any more");
+        let mut done = row.clone();
+        done.complete = true;
+        assert!(!done.take_note("x", &note).unwrap());
+        let mut short = row.clone();
+        short.length = Some(3000);
+        assert!(short.take_note("x", &note).is_err(), "past Upload-Length");
+        let broken = br#"{"len":5000,"sha256":"00"}"#;
+        assert!(row.clone().take_note("x", broken).is_err());
+        assert!(row.clone().take_note("x", b"{").is_err());
     }
 
     #[test]
