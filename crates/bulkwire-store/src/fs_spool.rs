@@ -56,22 +56,57 @@ pub(crate) struct FsSpoolPaths {
 /// lands in the file after the new writer cut it back. One entry per spool
 /// with a writer open or waiting.
 #[derive(Clone, Default, Debug)]
-pub(crate) struct Locks(pub(crate) Arc<std::sync::Mutex<HashMap<String, Arc<Entry>>>>);
+pub(crate) struct Locks(
+    pub(crate) Arc<std::sync::Mutex<HashMap<String, Arc<Entry>>>>,
+    /// Entries kept for good: their note is in doubt ([`Noted::Doubtful`]).
+    Arc<std::sync::Mutex<Vec<Arc<Entry>>>>,
+);
 
 /// A spool's turn, and the note its writers last made durable.
 #[derive(Default, Debug)]
 pub(crate) struct Entry {
     turn: Arc<tokio::sync::Mutex<()>>,
+    /// What [`current_note`] answers while the entry lives: once a writer
+    /// has opened the spool, its attribute may hold a note whose `fsync`
+    /// has not ended (or failed).
+    note: std::sync::Mutex<Noted>,
+}
+
+/// The spool's last durable note, as its entry knows it.
+#[derive(Default, Debug, Clone)]
+enum Noted {
+    /// Not read yet: no writer has opened the spool since the entry was
+    /// made, so nothing has set the attribute since its last `fsync`
+    /// ended; it is read (under the entry's lock) when asked for.
+    #[default]
+    Unread,
     /// The last note an `fsync` ended for (as stored: length, then the
-    /// caller's bytes). What [`current_note`] answers while the entry
-    /// lives: the attribute itself may then hold a note whose `fsync` has
-    /// not ended (or failed).
-    note: std::sync::Mutex<Option<Vec<u8>>>,
+    /// caller's bytes), if any.
+    Known(Option<Vec<u8>>),
+    /// A failed `fsync` whose note could not be put back: the attribute
+    /// may name bytes that were lost. The entry is kept (`Locks::doubt`).
+    Doubtful,
 }
 
 impl Entry {
-    fn note(&self) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
+    fn note(&self) -> std::sync::MutexGuard<'_, Noted> {
         self.note.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The last durable note (as stored), reading the attribute of the
+    /// spool at `path` if nobody has yet.
+    fn durable_note(&self, path: &std::path::Path) -> io::Result<Option<Vec<u8>>> {
+        let mut g = self.note();
+        if let Noted::Unread = *g {
+            *g = Noted::Known(stored_note(path)?);
+        }
+        match &*g {
+            Noted::Known(n) => Ok(n.clone()),
+            _ => Err(io::Error::other(format!(
+                "{}: its note is in doubt after a failed fsync",
+                path.display()
+            ))),
+        }
     }
 }
 
@@ -84,11 +119,22 @@ struct SpoolLock {
 }
 
 impl Locks {
+    fn entry(&self, id: &str) -> Arc<Entry> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(id.to_string()).or_default().clone()
+    }
+
+    /// Drops the map's entry for `id` if only `held` (the caller's) and
+    /// the map hold it.
+    fn release(&self, id: &str, held: &Arc<Entry>) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if Arc::strong_count(held) == 2 {
+            map.remove(id);
+        }
+    }
+
     async fn lock(&self, id: &str) -> Arc<SpoolLock> {
-        let entry = {
-            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry(id.to_string()).or_default().clone()
-        };
+        let entry = self.entry(id);
         let guard = entry.turn.clone().lock_owned().await;
         Arc::new(SpoolLock {
             locks: self.clone(),
@@ -99,14 +145,30 @@ impl Locks {
     }
 }
 
+impl SpoolLock {
+    /// After a failed `fsync` with a note: the bytes may be lost, so the
+    /// attribute goes back to the last note that counted (opened writers
+    /// always know it), so that nobody takes this one once its writer is
+    /// gone; if that fails too, the spool's note stays in doubt.
+    fn doubt_note(&self, f: &Target) {
+        let mut g = self.entry.note();
+        let Noted::Known(last) = g.clone() else {
+            return;
+        };
+        if let Err(r) = f.restore_note(NOTE, last.as_deref()) {
+            tracing::error!("spool {}: putting its note back: {r}", self.id);
+            *g = Noted::Doubtful;
+            let mut kept = self.locks.1.lock().unwrap_or_else(|p| p.into_inner());
+            kept.push(self.entry.clone());
+        }
+    }
+}
+
 impl Drop for SpoolLock {
     fn drop(&mut self) {
         drop(self.guard.take());
-        let mut map = self.locks.0.lock().unwrap_or_else(|p| p.into_inner());
         // The map's reference and this one remain unless someone waits.
-        if Arc::strong_count(&self.entry) == 2 {
-            map.remove(&self.id);
-        }
+        self.locks.release(&self.id, &self.entry);
     }
 }
 
@@ -130,15 +192,14 @@ pub(crate) async fn create(p: FsSpoolPaths) -> io::Result<Spool> {
 /// caller takes the note ([`current_note`]) for its state.
 pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn SpoolWriter>> {
     let lock = p.locks.lock(&p.id).await;
-    let (path, direct, entry) = (p.file.clone(), p.direct, lock.entry.clone());
+    let (path, direct, turn) = (p.file.clone(), p.direct, lock.clone());
     let (target, len) = blocking(move || {
+        // Held until the file is cut: a dropped open must not let the
+        // next writer in meanwhile.
+        let turn = turn;
+        let noted = turn.entry.durable_note(&path)?;
         let at = fs::metadata(&path)?.len();
-        // No other writer holds the spool: the attribute is durable (a
-        // failed sync put the previous one back).
-        if entry.note().is_none() {
-            *entry.note() = read_note(&path)?.filter(|n| note_len(n) <= at);
-        }
-        let len = entry.note().as_deref().map_or(0, note_len).max(spool.len);
+        let len = noted.as_deref().map_or(0, note_len).max(spool.len);
         if at < len {
             let m = format!("{}: {at} bytes, its saved state says {len}", path.display());
             return Err(io::Error::new(io::ErrorKind::InvalidData, m));
@@ -157,26 +218,30 @@ pub(crate) async fn open(p: FsSpoolPaths, spool: Spool) -> io::Result<Box<dyn Sp
     }))
 }
 
-/// The caller's bytes of spool `id`'s last durable note, if any: from
-/// memory while a writer holds the spool (its attribute may be a note
-/// whose `fsync` has not ended), else from the attribute, unless it names
-/// more bytes than the file has (then it never counted).
+/// The caller's bytes of spool `id`'s last durable note, if any: as its
+/// entry knows it once a writer has opened the spool (the attribute may
+/// then be a note whose `fsync` has not ended), else read from the
+/// attribute under the entry's lock, so that no writer opens meanwhile.
 pub(crate) fn current_note(
     locks: &Locks,
     path: &std::path::Path,
     id: &str,
 ) -> io::Result<Option<Vec<u8>>> {
-    // Held while the attribute is read: no writer can start meanwhile.
-    let map = locks.0.lock().unwrap_or_else(|p| p.into_inner());
-    let stored = match map.get(id) {
-        Some(e) => e.note().clone(),
-        None => match fs::metadata(path) {
-            Ok(m) => read_note(path)?.filter(|n| note_len(n) <= m.len()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        },
+    let entry = locks.entry(id);
+    let stored = entry.durable_note(path);
+    locks.release(id, &entry);
+    Ok(stored?.map(|mut n| n.split_off(NOTE_LEN.min(n.len()))))
+}
+
+/// The note stored on the spool at `path`, unless it names more bytes
+/// than the file has (then it never counted); none without the file.
+fn stored_note(path: &std::path::Path) -> io::Result<Option<Vec<u8>>> {
+    let at = match fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
     };
-    Ok(stored.map(|mut n| n.split_off(NOTE_LEN.min(n.len()))))
+    Ok(read_note(path)?.filter(|n| note_len(n) <= at))
 }
 
 /// Bytes of the length that starts a stored note.
@@ -312,17 +377,11 @@ impl Then {
             Then::Sync => f.sync(),
             Then::SyncNoted(note) => match f.sync_noted(NOTE, &note) {
                 Ok(()) => {
-                    *turn.entry.note() = Some(note);
+                    *turn.entry.note() = Noted::Known(Some(note));
                     Ok(())
                 }
                 Err(e) => {
-                    // The bytes may be lost: the attribute goes back to the
-                    // last note that counted, so that nobody takes this one
-                    // once its writer is gone.
-                    let last = turn.entry.note().clone();
-                    if let Err(r) = f.restore_note(NOTE, last.as_deref()) {
-                        tracing::error!("spool {}: restoring its note: {r}", turn.id);
-                    }
+                    turn.doubt_note(f);
                     Err(e)
                 }
             },

@@ -11,11 +11,11 @@
 //!   each durable point. A node that resumes cuts the file back to the
 //!   saved (or noted) length first: bytes written after the last durable
 //!   point were never acknowledged, and may be half a chunk.
-//!   Where the file system has extended attributes, a sync may carry a
-//!   *note* (`user.bulkwire.note`): set before the `fsync` that makes the
-//!   bytes durable, so one flush commits both, and the caller may answer
-//!   before its row is saved (the note then names the offset until the
-//!   row catches up).
+//!   Where the file is written with `O_DIRECT` and the file system has
+//!   extended attributes, a sync may carry a *note* (`user.bulkwire.note`):
+//!   set before the `fsync` that makes the bytes durable, so one flush
+//!   commits both, and the caller may answer before its row is saved (the
+//!   note then names the offset until the row catches up).
 //! - S3: one multipart upload per spool, created at the start. Parts are
 //!   cut at fixed offsets (part `i` holds bytes `[i·P, (i+1)·P)`, `P` fixed
 //!   when the spool is made), so two nodes that write the same range of the

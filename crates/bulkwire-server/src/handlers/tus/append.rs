@@ -31,7 +31,9 @@ use super::proto::Alg;
 use super::state::UploadState;
 use crate::error::{ApiError, Kind};
 use crate::state::AppState;
-use crate::store::{AlignedBatch, Batches, MediaRecord, NewMedia, SpoolWriter, UploadRow, ALIGN};
+use crate::store::{
+    AlignedBatch, Batches, MediaRecord, NewMedia, Spool, SpoolWriter, UploadRow, ALIGN,
+};
 use crate::upload::{storage_error, BodyReader};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -123,8 +125,12 @@ impl Append {
                 // was loaded (the open did not cut below it).
                 if state.meta.single_process() {
                     let note = state.blobs.spool_note(&id).await.map_err(storage_error)?;
+                    // The request's offset was checked against the older
+                    // state: it must come again with this one (409).
                     if let Some(n) = note {
-                        st.take_note(&id, &n)?;
+                        if st.take_note(&id, &n)? {
+                            return Err(super::mismatch(st.offset()));
+                        }
                     }
                 }
                 (w, hasher_at_offset(state, &id, &st).await?, None)
@@ -351,7 +357,9 @@ impl Append {
     }
 
     /// Makes everything written durable and saves the offset with the
-    /// hash state, fenced by this writer's generation.
+    /// hash state, fenced by this writer's generation: in the row before
+    /// the answer, or as a note on the spool with the row saved behind
+    /// the answer ([`Append::checkpoint_noted`]).
     pub async fn checkpoint(&mut self) -> Result<(), ApiError> {
         self.write_queue().await?;
         let lags = self.hashing.is_some() && self.may_lag();
@@ -363,7 +371,8 @@ impl Append {
             // The answer need not wait for the hash: the state names where
             // it stands, and a next writer hashes the rest from the spool.
             Some(pipe) => {
-                st.spool = self.writer.sync().await.map_err(storage_error)?;
+                let spool = self.writer.sync().await;
+                st.spool = self.holding_written(spool)?;
                 let (at, file) = pipe.progress();
                 st.set_hasher_at(&file, at);
             }
@@ -374,7 +383,7 @@ impl Append {
                     self.writer.sync()
                 );
                 let h = h?;
-                st.spool = spool.map_err(storage_error)?;
+                st.spool = self.holding_written(spool)?;
                 st.set_hasher(&h.file);
                 self.hashes = Some(h);
             }
@@ -408,15 +417,24 @@ impl Append {
         st.spool.len = self.written;
         st.set_hasher_at(&file, at);
         let spool = self.writer.sync_noted(st.note()).await;
-        let spool = spool.map_err(storage_error)?;
-        if spool.len != self.written {
-            let m = format!("the spool holds {} bytes, not {}", spool.len, self.written);
-            return Err(ApiError::storage(m));
-        }
-        st.spool = spool;
+        st.spool = self.holding_written(spool)?;
         self.save_behind(st);
         self.next_sync = self.sync_point_after(self.written);
         Ok(())
+    }
+
+    /// The state a sync returned, if it holds every byte this writer
+    /// handed over and nothing more: anything else (a spool opened at
+    /// another length than the state said) must not be saved.
+    fn holding_written(&self, synced: std::io::Result<Spool>) -> Result<Spool, ApiError> {
+        let spool = synced.map_err(storage_error)?;
+        match spool.len == self.written {
+            true => Ok(spool),
+            false => Err(ApiError::storage(format!(
+                "upload {}: the spool holds {} bytes, its writer handed over {}",
+                self.row.id, spool.len, self.written
+            ))),
+        }
     }
 
     /// Waits for the row save behind the last answer, if one runs (at

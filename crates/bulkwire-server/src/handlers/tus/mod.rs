@@ -523,7 +523,7 @@ fn not_found(id: &str) -> ApiError {
 }
 
 /// 409 naming the offset to resume from.
-fn mismatch(at: u64) -> ApiError {
+pub(super) fn mismatch(at: u64) -> ApiError {
     ApiError::new(
         Kind::Conflict,
         format!("Upload-Offset does not match: the upload is at {at}"),
