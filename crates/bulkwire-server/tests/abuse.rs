@@ -270,7 +270,7 @@ impl Drop for Alive {
     }
 }
 
-impl BeginHook for LiveHook {
+impl StoreHook for LiveHook {
     fn begin<'a>(
         &'a self,
         inner: &'a dyn BlobStore,

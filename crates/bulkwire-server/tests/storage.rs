@@ -95,7 +95,7 @@ impl BlobWriter for FullWriter {
     }
 }
 
-impl BeginHook for FullDisk {
+impl StoreHook for FullDisk {
     fn begin<'a>(
         &'a self,
         inner: &'a dyn BlobStore,

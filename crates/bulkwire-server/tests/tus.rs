@@ -10,12 +10,16 @@
 mod common;
 
 use base64::Engine as _;
+use bulkwire_server::store::{BlobStore, BoxFut, Spool};
 use bulkwire_server::Limits;
+use bytes::Bytes;
 use common::*;
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 use sha2::Digest as _;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::oneshot;
 
 const OCTETS: &str = "application/offset+octet-stream";
 const PARTIAL: &str = "application/partial-upload";
@@ -622,6 +626,96 @@ async fn a_row_left_behind_its_answer_is_caught_up_from_the_spool_note() {
     assert_tus(&r, 409);
     assert_eq!(offset(&r), 600_000);
     assert_tus(&patch(&h, &id, 600_000, &data[600_000..]).await, 204);
+    assert_media(&h, &id, &data, None, "application/octet-stream").await;
+}
+
+/// The upload a [`HoldNote`] holds, with the signal that its note was read
+/// and the one that lets the reader go on.
+type Held = (String, oneshot::Sender<()>, oneshot::Receiver<()>);
+
+/// Holds the next `spool_note` of an armed upload once it has read the
+/// note, until the test lets it go: the state a request has checked its
+/// offset against goes stale meanwhile.
+struct HoldNote(Arc<Mutex<Option<Held>>>);
+
+impl StoreHook for HoldNote {
+    fn spool_note<'a>(
+        &'a self,
+        inner: &'a dyn BlobStore,
+        id: &'a str,
+    ) -> BoxFut<'a, std::io::Result<Option<Vec<u8>>>> {
+        let held = {
+            let mut armed = self.0.lock().unwrap();
+            match armed.as_ref() {
+                Some((x, ..)) if x == id => armed.take(),
+                _ => None,
+            }
+        };
+        Box::pin(async move {
+            let note = inner.spool_note(id).await;
+            if let Some((_, read, go)) = held {
+                read.send(()).unwrap();
+                go.await.unwrap();
+            }
+            note
+        })
+    }
+}
+
+/// A request that checked its offset against the loaded state, and then
+/// finds a newer note once it holds the spool (a cut-off request's last
+/// `fsync` ended in between), answers 409 with the note's offset: its
+/// bytes never land at another offset than the one the client named.
+#[tokio::test]
+async fn a_note_made_durable_after_the_state_was_loaded_is_409_with_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = blob_store(dir.path());
+    let armed = Arc::new(Mutex::new(None));
+    let blobs = Hooked {
+        inner: inner.clone(),
+        hook: HoldNote(armed.clone()),
+    };
+    let meta = meta_store(dir.path()).await;
+    let h = start_with(dir, Limits::default(), Arc::new(blobs), meta).await;
+    let data = payload(900_000, 35);
+    let id = create(&h, data.len()).await;
+    assert_tus(&patch(&h, &id, 0, &data[..300_000]).await, 204);
+    if backend() == Backend::Shared {
+        assert_eq!(inner.spool_note(&id).await.unwrap(), None, "no notes on S3");
+        return;
+    }
+    // The note 450,000 bytes of the same data leave (notes name no upload).
+    let twin = create(&h, data.len()).await;
+    assert_tus(&patch(&h, &twin, 0, &data[..450_000]).await, 204);
+    row_caught_up(&h, &twin).await;
+    let note = inner.spool_note(&twin).await.unwrap().unwrap();
+    row_caught_up(&h, &id).await;
+    close_parked(&h, &id, 300_000, data.len() + 1).await;
+
+    let (read, was_read) = oneshot::channel();
+    let (go, wait) = oneshot::channel();
+    *armed.lock().unwrap() = Some((id.clone(), read, wait));
+    let late = tokio::spawn(patch_req(&h, &id, 300_000, &data[300_000..600_000]).send());
+    was_read.await.unwrap();
+    // The request has checked 300,000: now another writer's durable point
+    // takes the upload to 450,000, as the cut-off one's would.
+    let spool = Spool {
+        len: 300_000,
+        ..Spool::default()
+    };
+    let mut w = inner.spool_open(&id, spool).await.unwrap();
+    w.write(vec![Bytes::copy_from_slice(&data[300_000..450_000])])
+        .await
+        .unwrap();
+    assert_eq!(w.sync_noted(note).await.unwrap().len, 450_000);
+    drop(w);
+    go.send(()).unwrap();
+
+    let r = late.await.unwrap().unwrap();
+    assert_tus(&r, 409);
+    assert_eq!(offset(&r), 450_000);
+    assert_eq!(head_offset(&h, &id).await, 450_000);
+    assert_tus(&patch(&h, &id, 450_000, &data[450_000..]).await, 204);
     assert_media(&h, &id, &data, None, "application/octet-stream").await;
 }
 

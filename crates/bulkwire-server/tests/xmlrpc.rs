@@ -29,7 +29,7 @@ struct Counting {
     fail: AtomicBool,
 }
 
-impl BeginHook for Counting {
+impl StoreHook for Counting {
     fn begin<'a>(
         &'a self,
         inner: &'a dyn BlobStore,

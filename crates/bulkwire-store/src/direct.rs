@@ -149,6 +149,8 @@ impl Target {
             }
         };
         rustix::fs::fsetxattr(file, name, note, rustix::fs::XattrFlags::empty())?;
+        #[cfg(test)]
+        injected(note, FAIL_FSYNC)?;
         file.sync_all()
     }
 
@@ -158,6 +160,8 @@ impl Target {
             Target::Buffered(f) => f,
             Target::Direct(d) => &d.file,
         };
+        #[cfg(test)]
+        injected(last.unwrap_or_default(), FAIL_RESTORE)?;
         let r = match last {
             Some(v) => rustix::fs::fsetxattr(file, name, v, rustix::fs::XattrFlags::empty()),
             None => rustix::fs::fremovexattr(file, name),
@@ -496,6 +500,23 @@ fn write_all_vectored(file: &mut File, chunks: &[Bytes]) -> io::Result<()> {
         done = 0;
     }
     Ok(())
+}
+
+/// A note holding this fails its `fsync` (after the attribute is set),
+/// in this crate's tests: the faults of a disk, without one.
+#[cfg(test)]
+pub(crate) const FAIL_FSYNC: &[u8] = b"<fail the fsync>";
+
+/// A note holding this cannot be put back after a failed `fsync`.
+#[cfg(test)]
+pub(crate) const FAIL_RESTORE: &[u8] = b"<fail the restore>";
+
+#[cfg(test)]
+fn injected(note: &[u8], mark: &[u8]) -> io::Result<()> {
+    match note.windows(mark.len()).any(|w| w == mark) {
+        true => Err(io::Error::other("injected fault")),
+        false => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -188,6 +188,11 @@ impl BlobStore for FsBlobStore {
         "files"
     }
 
+    /// The local disk, whose faults show on the writes themselves.
+    fn ready(&self) -> BoxFut<'_, io::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
     fn upload_memory(&self) -> u64 {
         if self.direct {
             crate::STAGING_BYTES as u64
@@ -541,6 +546,50 @@ mod tests {
         let blob = s.blob_dir().join(&id);
         assert_eq!(fs::read(&blob).unwrap(), b"abc");
         assert_eq!(crate::fs_spool::read_note(&blob).unwrap(), None);
+    }
+
+    /// A failed `fsync` with a note puts the previous note back, so that
+    /// neither a reader nor the next writer takes bytes it may have lost;
+    /// where that fails too, the spool's note is in doubt and refused.
+    #[tokio::test]
+    async fn a_failed_fsync_puts_the_previous_note_back_or_leaves_it_in_doubt() {
+        use crate::direct::{FAIL_FSYNC, FAIL_RESTORE};
+        let d = tempfile::tempdir().unwrap();
+        let s = FsBlobStore::open(d.path()).unwrap();
+        if !s.notes {
+            assert!(std::env::var_os("CI").is_none(), "no xattrs under {d:?}");
+            return eprintln!("skipped: no extended attributes under {d:?}");
+        }
+        let restorable = b"first".to_vec();
+        let stuck = [b"first".as_slice(), FAIL_RESTORE].concat();
+        for first in [restorable, stuck] {
+            let id = crate::new_id();
+            let spool = s.spool_create(&id, Lease::detached(&id)).await.unwrap();
+            let mut w = s.spool_open(&id, spool.clone()).await.unwrap();
+            w.write(vec![Bytes::from_static(b"abc")]).await.unwrap();
+            w.sync_noted(first.clone()).await.unwrap();
+            w.write(vec![Bytes::from_static(b"defg")]).await.unwrap();
+            let second = [b"second".as_slice(), FAIL_FSYNC].concat();
+            let e = w.sync_noted(second).await.unwrap_err();
+            assert!(e.to_string().contains("injected fault"), "{e}");
+            drop(w);
+            if first.ends_with(FAIL_RESTORE) {
+                let e = s.spool_note(&id).await.unwrap_err();
+                assert!(e.to_string().contains("in doubt"), "{e}");
+                let e = s.spool_open(&id, spool).await.err().unwrap();
+                assert!(e.to_string().contains("in doubt"), "{e}");
+                continue;
+            }
+            assert_eq!(s.spool_note(&id).await.unwrap(), Some(first.clone()));
+            let stored = crate::fs_spool::read_note(&s.uploads_dir().join(&id)).unwrap();
+            assert_eq!(stored.unwrap()[8..], first[..], "the attribute put back");
+            // The next writer opens at the note: the unsynced bytes go.
+            let mut w = s.spool_open(&id, spool).await.unwrap();
+            assert_eq!(w.sync().await.unwrap().len, 3);
+            w.write(vec![Bytes::from_static(b"xyz")]).await.unwrap();
+            w.finish().await.unwrap();
+            assert_eq!(fs::read(s.blob_dir().join(&id)).unwrap(), b"abcxyz");
+        }
     }
 
     #[tokio::test]

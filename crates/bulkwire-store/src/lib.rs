@@ -56,7 +56,9 @@ pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// The bytes of a stored blob, read in chunks.
 pub type BlobStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>>;
 
-/// Where blobs live.
+/// Where blobs live. No method has a default: a wrapper (the server's
+/// metrics, a test's double) must pass each one on, or it silently serves
+/// another store's behaviour (a spool it cannot read back, no notes).
 pub trait BlobStore: Send + Sync + 'static {
     /// Starts a temporary object that becomes blob `id` on commit. The
     /// upload is already leased (a `pending` row, see [`lease`]); a backend
@@ -112,42 +114,29 @@ pub trait BlobStore: Send + Sync + 'static {
     /// S3, where the parts of an unfinished multipart upload cannot be read.
     fn spool_read<'a>(
         &'a self,
-        _id: &'a str,
-        _offset: u64,
-        _len: u64,
-    ) -> BoxFut<'a, io::Result<Option<BlobStream>>> {
-        Box::pin(async { Ok(None) })
-    }
+        id: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, io::Result<Option<BlobStream>>>;
 
     /// True where [`BlobStore::spool_read`] reads.
-    fn spool_readable(&self) -> bool {
-        false
-    }
+    fn spool_readable(&self) -> bool;
 
     /// The note of resumable upload `id`'s last [`SpoolWriter::sync_noted`]
     /// whose flush has ended, if its spool has one (`None` too once the
-    /// spool is finished or gone, and on a store that keeps no notes). No
-    /// default: a wrapper must pass it on.
+    /// spool is finished or gone, and on a store that keeps no notes).
     fn spool_note<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<Option<Vec<u8>>>>;
 
     /// The backend's name in metrics (`files`, `s3`, …).
-    fn backend(&self) -> &'static str {
-        "other"
-    }
+    fn backend(&self) -> &'static str;
 
     /// Memory one upload's writer may hold beyond the caller's batch (S3:
     /// the parts being filled and sent), counted in the server's
     /// `upload_reserve` so that `memory_budget` bounds the sum.
-    fn upload_memory(&self) -> u64 {
-        0
-    }
+    fn upload_memory(&self) -> u64;
 
-    /// Answers when the store can serve requests (`GET /readyz`). The
-    /// embedded file store is the local disk, whose faults show on the
-    /// writes themselves: ready by default.
-    fn ready(&self) -> BoxFut<'_, io::Result<()>> {
-        Box::pin(async { Ok(()) })
-    }
+    /// Answers when the store can serve requests (`GET /readyz`).
+    fn ready(&self) -> BoxFut<'_, io::Result<()>>;
 
     /// What `bulkwire serve --check` reports: where the blobs go and that
     /// the store answers (it writes, reads and removes a probe object).

@@ -529,6 +529,20 @@ impl BlobStore for S3BlobStore {
         Box::pin(crate::s3_spool::finish_saved(self.s3.clone(), id, spool))
     }
 
+    fn spool_read<'a>(
+        &'a self,
+        _id: &'a str,
+        _offset: u64,
+        _len: u64,
+    ) -> BoxFut<'a, io::Result<Option<BlobStream>>> {
+        // The parts of an unfinished multipart upload cannot be read.
+        Box::pin(async { Ok(None) })
+    }
+
+    fn spool_readable(&self) -> bool {
+        false
+    }
+
     fn spool_note<'a>(&'a self, _id: &'a str) -> BoxFut<'a, io::Result<Option<Vec<u8>>>> {
         // Every durable point is saved in the row before it is answered.
         Box::pin(async { Ok(None) })

@@ -324,6 +324,11 @@ impl SpoolWriter for S3Spool {
         true
     }
 
+    /// An idle writer would hold its part being filled.
+    fn parkable(&self) -> bool {
+        false
+    }
+
     fn sync_noted(&mut self, _note: Vec<u8>) -> BoxFut<'_, io::Result<Spool>> {
         Box::pin(async { Err(crate::spool::no_notes()) })
     }

@@ -76,7 +76,8 @@ impl Spool {
     }
 }
 
-/// A resumable upload open for appending at its spool's length.
+/// A resumable upload open for appending at its spool's length. No method
+/// has a default: a wrapper must pass each one on (as [`crate::BlobStore`]).
 pub trait SpoolWriter: Send {
     /// Appends chunks in order. As [`crate::BlobWriter::write`], at most
     /// one call's chunks are in flight: this returns once the previous
@@ -97,8 +98,7 @@ pub trait SpoolWriter: Send {
     fn sync_noted(&mut self, note: Vec<u8>) -> BoxFut<'_, io::Result<Spool>>;
 
     /// True where [`SpoolWriter::sync_noted`] keeps its note (a file on a
-    /// file system with extended attributes). No default: a wrapper must
-    /// pass it on.
+    /// file system with extended attributes).
     fn notes(&self) -> bool;
 
     /// Tells the writer whether the state of its last [`SpoolWriter::sync`]
@@ -116,15 +116,12 @@ pub trait SpoolWriter: Send {
     /// upload's next request on this node: it then holds one descriptor
     /// and no buffered bytes (a file). False where it would hold more (an
     /// S3 part being filled).
-    fn parkable(&self) -> bool {
-        false
-    }
+    fn parkable(&self) -> bool;
 
     /// True when the writer keeps the chunks handed to it beyond the call
     /// that hands them over (S3: until their part is sent), so that a
     /// small slice of a large buffer would pin the whole buffer that long.
-    /// A caller then hands over whole buffers where it can. No default:
-    /// a wrapper must pass it on.
+    /// A caller then hands over whole buffers where it can.
     fn holds_chunks(&self) -> bool;
 }
 

@@ -596,24 +596,34 @@ pub async fn raw_response(s: &mut TcpStream) -> (u16, String) {
     (status, text)
 }
 
-/// How a test changes a blob store: what `begin` does.
-pub trait BeginHook: Send + Sync + 'static {
+/// How a test changes a blob store: what `begin` and `spool_note` do
+/// (the wrapped store's own unless a test says otherwise).
+pub trait StoreHook: Send + Sync + 'static {
     fn begin<'a>(
         &'a self,
         inner: &'a dyn BlobStore,
         id: &'a str,
         lease: Arc<Lease>,
-    ) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>>;
+    ) -> BoxFut<'a, std::io::Result<Box<dyn BlobWriter>>> {
+        inner.begin(id, lease)
+    }
+    fn spool_note<'a>(
+        &'a self,
+        inner: &'a dyn BlobStore,
+        id: &'a str,
+    ) -> BoxFut<'a, std::io::Result<Option<Vec<u8>>>> {
+        inner.spool_note(id)
+    }
 }
 
-/// A blob store with `begin` going through a test's hook; everything else
-/// is the wrapped store's own.
+/// A blob store with `begin` and `spool_note` going through a test's
+/// hook; everything else is the wrapped store's own.
 pub struct Hooked<H> {
     pub inner: Arc<dyn BlobStore>,
     pub hook: H,
 }
 
-impl<H: BeginHook> BlobStore for Hooked<H> {
+impl<H: StoreHook> BlobStore for Hooked<H> {
     fn begin<'a>(
         &'a self,
         id: &'a str,
@@ -656,8 +666,19 @@ impl<H: BeginHook> BlobStore for Hooked<H> {
     fn spool_finish<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
         self.inner.spool_finish(id, spool)
     }
+    fn spool_read<'a>(
+        &'a self,
+        id: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, std::io::Result<Option<BlobStream>>> {
+        self.inner.spool_read(id, offset, len)
+    }
+    fn spool_readable(&self) -> bool {
+        self.inner.spool_readable()
+    }
     fn spool_note<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<Option<Vec<u8>>>> {
-        self.inner.spool_note(id)
+        self.hook.spool_note(&*self.inner, id)
     }
     fn spool_abort<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, std::io::Result<()>> {
         self.inner.spool_abort(id, spool)
@@ -667,6 +688,9 @@ impl<H: BeginHook> BlobStore for Hooked<H> {
     }
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+    fn ready(&self) -> BoxFut<'_, std::io::Result<()>> {
+        self.inner.ready()
     }
     fn describe(&self) -> BoxFut<'_, std::io::Result<String>> {
         self.inner.describe()

@@ -234,6 +234,9 @@ mod tests {
         fn holds_chunks(&self) -> bool {
             false
         }
+        fn parkable(&self) -> bool {
+            true
+        }
         fn sync_noted(
             &mut self,
             _: Vec<u8>,
