@@ -441,10 +441,11 @@ impl Limits {
 
     /// Memory one upload may hold at worst, reserved from
     /// [`Limits::memory_budget`] when it is admitted: the larger of a
-    /// plain upload's two write batches (one gathering, one being hashed
-    /// and written), each up to `write_batch` plus the body chunk that
-    /// filled it (the read buffer bounds a chunk, and the batch shares its
-    /// bytes), and a resumable append's four aligned batches (one
+    /// plain upload's three write batches (one gathering, one being hashed
+    /// and written, one waiting for the hash), each up to `write_batch`
+    /// plus the body chunk that filled it (the read buffer bounds a chunk,
+    /// and the batch shares its bytes), and a resumable append's four
+    /// aligned batches (one
     /// gathering, three at most read by the hash and the disk, each
     /// chunk copied in and dropped); then the aligned staging of the write
     /// in flight, its text fields, the parser's header buffer and
@@ -458,7 +459,7 @@ impl Limits {
     /// store's aligned staging, S3's two parts).
     pub fn upload_reserve_for(&self, store_memory: u64) -> u64 {
         let (batch, chunk) = (self.write_batch as u64, self.read_buffer as u64);
-        let batches = (2 * (batch + chunk)).max(4 * batch + chunk);
+        let batches = (3 * (batch + chunk)).max(4 * batch + chunk);
         batches + store_memory + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
     }
 
