@@ -484,6 +484,9 @@ impl BlobWriter for MeteredWriter {
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, std::io::Result<()>> {
         timed(self.stats.blob_op(BlobOp::Write), self.inner.write(chunks))
     }
+    fn takes_aligned(&self) -> bool {
+        self.inner.takes_aligned()
+    }
     fn commit(self: Box<Self>) -> BoxFut<'static, std::io::Result<()>> {
         let stats = self.stats;
         let f = self.inner.commit();

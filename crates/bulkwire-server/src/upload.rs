@@ -24,7 +24,9 @@
 use crate::admission::Progress;
 use crate::error::{ApiError, Kind};
 use crate::state::AppState;
-use crate::store::{new_id, BlobWriter, Lease, MediaRecord, NewMedia};
+use crate::store::{
+    new_id, AlignedBatch, AlignedPool, Batches, BlobWriter, Lease, MediaRecord, NewMedia,
+};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::BodyExt;
@@ -289,18 +291,87 @@ pub struct FileSink {
     queue: Vec<Bytes>,
     queued: usize,
     batch: usize,
+    /// Where the writer takes aligned memory straight: the chunks are
+    /// copied into aligned batches, and `queue` holds those once full.
+    gather: Option<Gather>,
     media: NewMedia,
 }
 
+/// A file's bytes copied into aligned batches of whole blocks, for a
+/// writer that writes them from that memory ([`BlobWriter::takes_aligned`]:
+/// a file open with `O_DIRECT`). The writer would otherwise copy each
+/// batch into staging of its own, on its write job, while the device
+/// waits; here the copy runs on the request's thread beside the previous
+/// batch's write, as the resumable append's does (`handlers::tus::append`),
+/// and the body's chunks are let go at once.
+struct Gather {
+    pool: Arc<AlignedPool>,
+    batches: Batches,
+    open: Option<AlignedBatch>,
+}
+
+impl Gather {
+    fn new(pool: &Arc<AlignedPool>) -> Gather {
+        Gather {
+            pool: pool.clone(),
+            batches: Batches::new(pool.clone()),
+            open: None,
+        }
+    }
+
+    /// Copies `bytes` in; each batch that fills is frozen onto `out`.
+    /// Returns the bytes frozen.
+    fn take(&mut self, mut bytes: &[u8], out: &mut Vec<Bytes>) -> usize {
+        let (size, mut frozen) = (self.pool.size(), 0);
+        while !bytes.is_empty() {
+            let b = match &mut self.open {
+                Some(b) => b,
+                None => self.open.insert(self.batches.batch()),
+            };
+            let n = (size - b.len()).min(bytes.len());
+            b.extend(&bytes[..n]);
+            bytes = &bytes[n..];
+            if b.len() == size {
+                frozen += self.close(out);
+            }
+        }
+        frozen
+    }
+
+    /// Freezes the batch being filled onto `out`; returns its bytes.
+    fn close(&mut self, out: &mut Vec<Bytes>) -> usize {
+        match self.open.take().filter(|b| !b.is_empty()) {
+            Some(b) => {
+                let n = b.len();
+                out.push(self.batches.freeze(b));
+                n
+            }
+            None => 0,
+        }
+    }
+
+    /// Gives the batches back to the pool (nobody reads them any more).
+    fn release(&mut self) {
+        self.open = None;
+        self.batches = Batches::new(self.pool.clone());
+    }
+}
+
 impl FileSink {
-    /// Queues a chunk (no copy) and hashes it; written by [`FileSink::flush`].
+    /// Queues a chunk (no copy, or copied into an aligned batch: see
+    /// [`Gather`]); written and hashed by [`FileSink::flush`].
     pub fn push(&mut self, chunk: Bytes) -> Result<(), ApiError> {
         self.size += chunk.len() as u64;
         if self.size > self.limit {
             return Err(ApiError::limit("file_bytes", self.limit));
         }
-        self.queued += chunk.len();
-        self.queue.push(chunk);
+        match &mut self.gather {
+            Some(g) => self.queued += g.take(&chunk, &mut self.queue),
+            None => {
+                self.queued += chunk.len();
+                self.queue.push(chunk);
+            }
+        }
         Ok(())
     }
 
@@ -312,31 +383,39 @@ impl FileSink {
         if self.queued < self.batch {
             return Ok(());
         }
-        self.write_all().await
+        self.hand_over().await
     }
 
-    /// Hands everything queued to storage (the last write may still be in
+    /// Hands everything pushed to storage (the last write may still be in
     /// flight; `finish_file` waits for it).
     pub async fn write_all(&mut self) -> Result<(), ApiError> {
+        if let Some(g) = &mut self.gather {
+            self.queued += g.close(&mut self.queue);
+        }
+        self.hand_over().await
+    }
+
+    /// Hands the queue to the writer, then to the hash: both read the
+    /// same bytes at once. The disk first: it is the slower of the two.
+    async fn hand_over(&mut self) -> Result<(), ApiError> {
         if self.queue.is_empty() {
             return Ok(());
         }
         let q = std::mem::take(&mut self.queue);
-        match (&mut self.hashing, self.queued < HASH_INLINE) {
-            (Some(pipe), _) => pipe.send(q.clone()).await?,
+        let small = std::mem::take(&mut self.queued) < HASH_INLINE;
+        self.writer.write(q.clone()).await.map_err(storage_error)?;
+        match (&mut self.hashing, small) {
+            (Some(pipe), _) => pipe.send(q).await,
             (None, true) => {
                 let h = self.hasher.as_mut().ok_or_else(hasher_gone)?;
                 q.iter().for_each(|c| h.update(c));
+                Ok(())
             }
             (None, false) => {
                 let h = self.hasher.take().ok_or_else(hasher_gone)?;
-                let mut pipe = HashLoop::start(h);
-                pipe.send(q.clone()).await?;
-                self.hashing = Some(pipe);
+                self.hashing.insert(HashLoop::start(h)).send(q).await
             }
         }
-        self.queued = 0;
-        self.writer.write(q).await.map_err(storage_error)
     }
 
     /// Writes and hashes everything queued and waits for both: the sink
@@ -348,6 +427,9 @@ impl FileSink {
         self.writer.write(Vec::new()).await.map_err(storage_error)?;
         let hasher = self.settle_hash().await?;
         self.hasher = Some(hasher);
+        if let Some(g) = &mut self.gather {
+            g.release();
+        }
         Ok(())
     }
 
@@ -414,7 +496,13 @@ impl Ingest {
             .await
             .map_err(storage_error)?;
         self.leases.push(lease);
+        // An aligned batch is `write_batch` in whole blocks.
+        let gather = writer.takes_aligned().then(|| Gather::new(&st.batches));
         Ok(FileSink {
+            batch: match gather {
+                Some(_) => st.batches.size(),
+                None => l.write_batch,
+            },
             writer,
             hasher: Some(Sha256::new()),
             hashing: None,
@@ -422,7 +510,7 @@ impl Ingest {
             limit: l.file_bytes,
             queue: Vec::new(),
             queued: 0,
-            batch: l.write_batch,
+            gather,
             media: NewMedia {
                 id,
                 field,
@@ -529,6 +617,34 @@ pub fn clean_content_type(ct: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Chunks of any size come out as batches of exactly the pool's size,
+    /// each starting in aligned memory, then the rest; the bytes in order.
+    #[test]
+    fn gather_cuts_whole_aligned_batches_of_any_chunks() {
+        let size = 4 * crate::store::ALIGN;
+        let pool = AlignedPool::new(size);
+        let data: Vec<u8> = (0..5 * size + 123).map(|i| (i % 251) as u8).collect();
+        for chunk in [1, 7, 4096, size - 1, size, size + 1, 3 * size] {
+            let mut g = Gather::new(&pool);
+            let mut out = Vec::new();
+            let mut frozen = 0;
+            for c in data.chunks(chunk) {
+                frozen += g.take(c, &mut out);
+            }
+            assert_eq!(frozen, 5 * size, "chunks of {chunk}");
+            assert_eq!(g.close(&mut out), 123);
+            assert_eq!(g.close(&mut out), 0, "nothing left open");
+            let lens: Vec<usize> = out.iter().map(Bytes::len).collect();
+            assert_eq!(lens, [size, size, size, size, size, 123]);
+            assert!(out
+                .iter()
+                .all(|b| b.as_ptr().align_offset(crate::store::ALIGN) == 0));
+            assert_eq!(out.concat(), data);
+            g.release();
+            assert!(g.open.is_none());
+        }
+    }
 
     #[test]
     fn content_type_is_cleaned() {

@@ -302,6 +302,9 @@ impl BlobWriter for LiveWriter {
             r
         })
     }
+    fn takes_aligned(&self) -> bool {
+        self.inner.takes_aligned()
+    }
 }
 
 #[tokio::test]

@@ -93,6 +93,10 @@ impl BlobWriter for FullWriter {
     fn commit(self: Box<Self>) -> BoxFut<'static, io::Result<()>> {
         self.inner.commit()
     }
+
+    fn takes_aligned(&self) -> bool {
+        self.inner.takes_aligned()
+    }
 }
 
 impl StoreHook for FullDisk {

@@ -15,10 +15,11 @@
 //! size (`ftruncate`), so no `fcntl` is needed to leave direct mode.
 //!
 //! A writer that gathers its bytes into an [`AlignedBatch`] (a resumable
-//! upload's append) spares the staging copy: an aligned chunk of whole
-//! blocks goes to the device straight from the caller's memory, so the
-//! write job is the device's time alone and the copy runs on the thread
-//! that gathered the bytes, beside the previous write.
+//! upload's append, a plain upload's file sink) spares the staging copy:
+//! an aligned chunk of whole blocks goes to the device straight from the
+//! caller's memory, so the write job is the device's time alone and the
+//! copy runs on the thread that gathered the bytes, beside the previous
+//! write.
 
 use bytes::Bytes;
 use std::collections::VecDeque;

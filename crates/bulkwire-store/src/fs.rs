@@ -129,6 +129,7 @@ impl BlobStore for FsBlobStore {
             let path = tmp.clone();
             let target = blocking(move || Target::create(&path, direct)).await?;
             Ok(Box::new(FsWriter {
+                direct: target.is_direct(),
                 target: Some(target),
                 inflight: None,
                 tmp,
@@ -316,6 +317,8 @@ fn remove_all(dir: &Path, keep: &dyn Fn(&str) -> bool) -> io::Result<usize> {
 struct FsWriter {
     /// The file, unless a write in flight holds it.
     target: Option<Target>,
+    /// The file is open with `O_DIRECT`.
+    direct: bool,
     /// The write in flight on the blocking pool; it hands the file back.
     inflight: Option<JoinHandle<io::Result<Target>>>,
     tmp: PathBuf,
@@ -373,6 +376,10 @@ impl BlobWriter for FsWriter {
             self.committed = true;
             Ok(())
         })
+    }
+
+    fn takes_aligned(&self) -> bool {
+        self.direct
     }
 }
 
@@ -444,6 +451,7 @@ mod tests {
             .unwrap();
         FsWriter {
             target: Some(Target::Buffered(file)),
+            direct: false,
             inflight: None,
             tmp: dir.join("never"),
             fin: dir.join("never-either"),

@@ -157,13 +157,21 @@ pub trait BlobWriter: Send {
     /// Appends chunks in order. At most one call's chunks are in flight:
     /// this returns once the previous call's are written (their error, if
     /// any, is this call's), so a caller that waits here before reading
-    /// more input has backpressure and holds at most two batches. Empty
+    /// more input has backpressure, and the writer holds one batch at a
+    /// time. Empty
     /// `chunks` only wait for the write in flight.
     fn write(&mut self, chunks: Vec<Bytes>) -> BoxFut<'_, io::Result<()>>;
 
     /// Waits for the last write, makes the bytes durable and moves the
     /// object to its final name.
     fn commit(self: Box<Self>) -> BoxFut<'static, io::Result<()>>;
+
+    /// True when a chunk of whole blocks in aligned memory ([`AlignedBatch`]),
+    /// handed over at an aligned offset, goes to the device straight from
+    /// that memory (a file open with `O_DIRECT`): a caller that gathers
+    /// into such batches spares the writer its staging copy. No default,
+    /// as for [`BlobStore`].
+    fn takes_aligned(&self) -> bool;
 }
 
 /// What the ingest pipeline knows of a stored file when it records it.

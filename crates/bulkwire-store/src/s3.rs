@@ -834,6 +834,11 @@ impl BlobWriter for S3Writer {
             r
         })
     }
+
+    /// The chunks are kept until their part is sent: no copy is spared.
+    fn takes_aligned(&self) -> bool {
+        false
+    }
 }
 
 impl Drop for S3Writer {
