@@ -432,24 +432,20 @@ impl Limits {
     }
 
     /// Threads the blocking pool may start: tokio's default (512) plus the
-    /// two that each admitted resumable append keeps while it runs (its
-    /// hash and write loops, `handlers::tus::append`), so that appends
-    /// waiting on slow clients can never starve the pool's other work.
+    /// two that each admitted upload may keep while it runs: a resumable
+    /// append's hash and write loops (`handlers::tus::append`), a plain
+    /// upload's hash loop and write job (`upload::FileSink`), so that
+    /// uploads waiting on slow clients can never starve the pool's other
+    /// work.
     pub fn blocking_threads(&self) -> usize {
         512 + 2 * self.max_uploads
     }
 
     /// Memory one upload may hold at worst, reserved from
-    /// [`Limits::memory_budget`] when it is admitted: the larger of a
-    /// plain upload's three write batches (one gathering, one being hashed
-    /// and written, one waiting for the hash), each up to `write_batch`
-    /// plus the body chunk that filled it (the read buffer bounds a chunk,
-    /// and the batch shares its bytes), and a resumable append's four
-    /// aligned batches (one
-    /// gathering, three at most read by the hash and the disk, each
-    /// chunk copied in and dropped); then the aligned staging of the write
-    /// in flight, its text fields, the parser's header buffer and
-    /// delimiter carry.
+    /// [`Limits::memory_budget`] when it is admitted: the most batches any
+    /// upload holds (see [`Limits::batches_reserve`]), then the aligned
+    /// staging of the write in flight, its text fields, the parser's
+    /// header buffer and delimiter carry.
     pub fn upload_reserve(&self) -> u64 {
         self.upload_reserve_for(crate::store::STAGING_BYTES as u64)
     }
@@ -458,9 +454,32 @@ impl Limits {
     /// `store_memory` per upload (`BlobStore::upload_memory`: the file
     /// store's aligned staging, S3's two parts).
     pub fn upload_reserve_for(&self, store_memory: u64) -> u64 {
-        let (batch, chunk) = (self.write_batch as u64, self.read_buffer as u64);
-        let batches = (3 * (batch + chunk)).max(4 * batch + chunk);
+        let batches = self.batches_reserve();
         batches + store_memory + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
+    }
+
+    /// The most write-batch memory one upload holds, whichever way it
+    /// gathers (`upload::FileSink`, `handlers::tus::append`): the largest
+    /// of
+    /// - a plain upload sharing the body's chunks: three batches (one
+    ///   gathering, one being written, one waiting for or in the hash),
+    ///   each up to `write_batch` plus the chunk that filled it (the read
+    ///   buffer bounds a chunk);
+    /// - a plain upload copying into aligned batches (`O_DIRECT`): the two
+    ///   the writer and the hash hold, those one chunk fills before the
+    ///   next hand-over, and the one it opened, each of `write_batch` in
+    ///   whole blocks plus its alignment slack;
+    /// - a resumable append: four aligned batches (one gathering, three
+    ///   at most read by the hash and the disk), each chunk copied in and
+    ///   dropped, plus the chunk.
+    pub fn batches_reserve(&self) -> u64 {
+        let (batch, chunk) = (self.write_batch as u64, self.read_buffer as u64);
+        let aligned = crate::state::batch_size(self) as u64;
+        let align = crate::store::ALIGN as u64;
+        let shared = 3 * (batch + chunk);
+        let gathered = (3 + chunk.div_ceil(aligned)) * (aligned + align);
+        let append = 4 * aligned + chunk;
+        shared.max(gathered).max(append)
     }
 
     pub fn idle_timeout(&self) -> Duration {
@@ -494,6 +513,29 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each way of gathering can be the largest: by default a resumable
+    /// append's four batches; with small batches, a plain upload's aligned
+    /// batches with their slack; with chunks much larger than the batches,
+    /// a plain upload's three that share them.
+    #[test]
+    fn the_batch_reserve_covers_every_way_of_gathering() {
+        let kib = 1u64 << 10;
+        let reserve = |write_batch, read_buffer| {
+            let l = Limits {
+                write_batch,
+                read_buffer,
+                ..Limits::default()
+            };
+            l.batches_reserve()
+        };
+        // Append: 4 × 1 MiB + 256 KiB (sharing 3.75 MiB, aligned 4 MiB + 16 KiB).
+        assert_eq!(reserve(1 << 20, 256 << 10), 4096 * kib + 256 * kib);
+        // Aligned: 4 × (8 KiB + 4 KiB) (sharing 3 × 8.1 KiB, append 32.1 KiB).
+        assert_eq!(reserve(8192, 100), 4 * 12 * kib);
+        // Sharing: 3 × (4 KiB + 1 MiB) (aligned 259 × 8 KiB, append 1 MiB + 16 KiB).
+        assert_eq!(reserve(4096, 1 << 20), 3 * (4 * kib + 1024 * kib));
+    }
 
     #[test]
     fn toml_overrides_some_keys_and_keeps_defaults() {

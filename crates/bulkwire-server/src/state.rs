@@ -101,7 +101,7 @@ pub(crate) fn node_id() -> String {
 }
 
 /// `write_batch` in whole blocks of [`crate::store::ALIGN`].
-fn batch_size(l: &crate::Limits) -> usize {
+pub(crate) fn batch_size(l: &crate::Limits) -> usize {
     let a = crate::store::ALIGN;
     (l.write_batch / a).max(1) * a
 }

@@ -8,9 +8,9 @@
 //! `commit`. It reads its body through [`BodyReader`] and calls
 //! `FileSink::flush` before reading the next chunk, which hands a full batch
 //! to storage after the previous batch is written, so memory per upload is
-//! three batches at most (one gathering, one being written and hashed, one
-//! waiting for the hash) plus the codec's own bounded buffers, whatever the
-//! payload size, while reading, hashing and writing overlap.
+//! a few batches (one gathering, one being written, one being hashed:
+//! `Limits::batches_reserve`) plus the codec's own bounded buffers,
+//! whatever the payload size, while reading, hashing and writing overlap.
 //!
 //! Atomicity: each file is leased (`bulkwire_store::lease`) before its first
 //! byte, goes to a temp object (a file, an S3 multipart upload) and is
@@ -236,9 +236,11 @@ struct HashLoop {
     done: JoinHandle<Sha256>,
 }
 
-/// Batches waiting for a [`HashLoop`] beyond the one it hashes: a file
-/// holds at most three (this one, the one hashed, which is also the one
-/// being written, and the one gathering: `Limits::upload_reserve`).
+/// Batches waiting for a [`HashLoop`] beyond the one it hashes. The one
+/// waiting is the one being written (the disk goes first), so a file
+/// holds three batches besides those it gathers: one hashed, one written,
+/// one gathering (more with aligned batches, see
+/// `Limits::batches_reserve`).
 const HASH_QUEUE: usize = 1;
 
 impl HashLoop {

@@ -600,6 +600,24 @@ mod tests {
         }
     }
 
+    /// A writer says it takes aligned batches exactly when its file is
+    /// open with `O_DIRECT`: the server's plain uploads then gather into
+    /// them. The server's suites run that path only where the test
+    /// directory takes direct I/O, so under CI it must.
+    #[tokio::test]
+    async fn a_direct_writer_takes_aligned_batches() {
+        let d = tempfile::tempdir().unwrap();
+        let s = FsBlobStore::open(d.path()).unwrap();
+        let w = s.begin("a1", Lease::detached("a1")).await.unwrap();
+        if !w.takes_aligned() {
+            assert!(std::env::var_os("CI").is_none(), "no O_DIRECT under {d:?}");
+            return eprintln!("skipped: no direct I/O under {d:?}");
+        }
+        let s = s.buffered();
+        let w = s.begin("a2", Lease::detached("a2")).await.unwrap();
+        assert!(!w.takes_aligned(), "a writer through the page cache");
+    }
+
     #[tokio::test]
     async fn conformance() {
         let d = tempfile::tempdir().unwrap();

@@ -430,8 +430,9 @@ impl Call<'_> {
             return Ok(());
         }
         let file = self.file.as_mut().expect("opened above");
-        // The slice's bytes join the file's write batch (no copy); the
-        // staging allocates afresh once the batch still holds its buffer.
+        // The slice's bytes join the file's write batch (no copy, unless
+        // the sink gathers into aligned batches); the staging allocates
+        // afresh once the batch still holds its buffer.
         file.push(staging.buf.split().freeze())?;
         file.flush().await?;
         Ok(())
