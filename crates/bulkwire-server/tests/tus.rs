@@ -456,6 +456,21 @@ fn store_ops(h: &Harness, store: &str, op: &str) -> u64 {
     metric_u64(h, &series)
 }
 
+/// `store_ops` once it has stayed the same for 100 ms: nothing is left
+/// running that counts there.
+async fn settled_ops(h: &Harness, store: &str, op: &str) -> u64 {
+    let mut last = store_ops(h, store, op);
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = store_ops(h, store, op);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("{store} {op} operations never settled");
+}
+
 /// On the embedded store a request that ends on a saved offset leaves
 /// its writer open for the next one (no claim, no open); every other
 /// request for the upload closes it first. On shared stores every request
@@ -470,12 +485,11 @@ async fn the_next_request_on_this_node_goes_on_with_the_open_writer() {
     if embedded {
         assert_eq!(open_files_of(&id), 1, "parked with its spool open");
     }
-    // Counted from here: the first save, behind its answer, has landed.
+    // Counted from here: the first save, behind its answer, has landed,
+    // and so has its count (observed just after its commit is visible).
     row_caught_up(&h, &id).await;
-    let (opens, meta) = (
-        store_ops(&h, "blobs", "spool"),
-        store_ops(&h, "meta", "upload"),
-    );
+    let meta = settled_ops(&h, "meta", "upload").await;
+    let opens = store_ops(&h, "blobs", "spool");
     patch_rest(&h, &id, &data[..900_000], 300_000, 2).await;
     let opened = store_ops(&h, "blobs", "spool") - opens;
     // On the embedded store the last save runs behind its answer.
