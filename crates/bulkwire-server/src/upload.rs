@@ -219,58 +219,72 @@ pub fn storage_error(e: std::io::Error) -> ApiError {
 
 /// Batches smaller than this are hashed on the request's own thread: a
 /// hand-off to the blocking pool costs more than hashing them.
-const HASH_INLINE: usize = 64 * 1024;
+pub(crate) const HASH_INLINE: usize = 64 * 1024;
 
-/// SHA-256 of one file on the blocking pool, batch after batch: one task
-/// per file rather than a job per batch, fed through a channel of
-/// [`HASH_QUEUE`], so that it goes on to the next batch without a hand-off
-/// through the pool's queue (a job per batch cost a wake-up of each side
-/// per MiB: 1 GiB of form-data went at 1,057 MB/s that way, 1,175 this
-/// way, with less peak RSS). It runs from a file's first large batch until
-/// its digest is wanted, or until its sink must hold nothing
-/// ([`FileSink::write_all_and_wait`]); the thread it keeps meanwhile, also
-/// while a slow client sends, is one of the two per upload slot
-/// ([`crate::Limits::blocking_threads`]).
-struct HashLoop {
-    tx: tokio::sync::mpsc::Sender<Vec<Bytes>>,
-    done: JoinHandle<Sha256>,
+/// What a [`HashLoop`] feeds the bytes to.
+pub(crate) trait Feed: Send + 'static {
+    fn feed(&mut self, bytes: &[u8]);
+    /// After each batch (a resumable append reports where it stands).
+    fn batch_done(&mut self) {}
 }
 
-/// Batches waiting for a [`HashLoop`] beyond the one it hashes. The one
-/// waiting is the one being written (the disk goes first), so a file
-/// holds three batches besides those it gathers: one hashed, one written,
-/// one gathering (more with aligned batches, see
-/// `Limits::batches_reserve`).
-const HASH_QUEUE: usize = 1;
+impl Feed for Sha256 {
+    fn feed(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+}
 
-impl HashLoop {
-    fn start(mut h: Sha256) -> HashLoop {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Bytes>>(HASH_QUEUE);
+/// Hashing on the blocking pool, batch after batch: one task per file (or
+/// resumable append) rather than a job per batch, fed through a channel of
+/// `queue` batches, so that it goes on to the next batch without a
+/// hand-off through the pool's queue (a job per batch cost a wake-up of
+/// each side per MiB: 1 GiB of form-data went at 1,057 MB/s that way,
+/// 1,175 this way, with less peak RSS). The thread it keeps while it runs,
+/// also while a slow client sends, is one of the two per upload slot
+/// ([`crate::Limits::blocking_threads`]).
+pub(crate) struct HashLoop<F> {
+    tx: tokio::sync::mpsc::Sender<Vec<Bytes>>,
+    done: JoinHandle<F>,
+}
+
+impl<F: Feed> HashLoop<F> {
+    pub fn start(mut f: F, queue: usize) -> HashLoop<F> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Bytes>>(queue);
         let done = tokio::task::spawn_blocking(move || {
             while let Some(batch) = rx.blocking_recv() {
-                batch.iter().for_each(|c| h.update(c));
+                batch.iter().for_each(|c| f.feed(c));
+                f.batch_done();
             }
-            h
+            f
         });
         HashLoop { tx, done }
     }
 
-    /// Queues a batch (the chunks are shared with the write: no copy).
-    async fn send(&mut self, batch: Vec<Bytes>) -> Result<(), ApiError> {
+    /// Queues a batch (its chunks are shared with the write: no copy).
+    pub async fn send(&mut self, batch: Vec<Bytes>) -> Result<(), ApiError> {
         self.tx
             .send(batch)
             .await
             .map_err(|_| ApiError::storage("the hashing task ended early"))
     }
 
-    /// Waits for the batches queued and hands back the hasher.
-    async fn finish(self) -> Result<Sha256, ApiError> {
+    /// Waits for the batches queued and hands back what they fed.
+    pub async fn finish(self) -> Result<F, ApiError> {
         drop(self.tx);
         self.done
             .await
             .map_err(|e| ApiError::storage(format!("hashing task failed: {e}")))
     }
 }
+
+/// Batches waiting for a file's [`HashLoop`] beyond the one it hashes.
+/// The one waiting is the one being written (the disk goes first), so a
+/// file holds three batches besides those it gathers: one hashed, one
+/// written, one gathering (more with aligned batches, see
+/// `Limits::batches_reserve`). It runs from a file's first large batch
+/// until its digest is wanted, or until its sink must hold nothing
+/// ([`FileSink::write_all_and_wait`]).
+const HASH_QUEUE: usize = 1;
 
 fn hasher_gone() -> ApiError {
     ApiError::storage("hasher used after a failure")
@@ -286,7 +300,7 @@ pub struct FileSink {
     writer: Box<dyn BlobWriter>,
     /// The hasher, unless the hash loop holds it.
     hasher: Option<Sha256>,
-    hashing: Option<HashLoop>,
+    hashing: Option<HashLoop<Sha256>>,
     size: u64,
     limit: u64,
     /// Chunks gathered for the next write, and their bytes.
@@ -415,7 +429,10 @@ impl FileSink {
             }
             (None, false) => {
                 let h = self.hasher.take().ok_or_else(hasher_gone)?;
-                self.hashing.insert(HashLoop::start(h)).send(q).await
+                self.hashing
+                    .insert(HashLoop::start(h, HASH_QUEUE))
+                    .send(q)
+                    .await
             }
         }
     }

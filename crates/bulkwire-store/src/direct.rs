@@ -142,13 +142,10 @@ impl Target {
     /// before one `fsync` (not `fdatasync`: it must carry the attribute)
     /// makes the bytes, the size and the note durable together.
     pub(super) fn sync_noted(&mut self, name: &str, note: &[u8]) -> io::Result<()> {
-        let file = match self {
-            Target::Buffered(f) => &*f,
-            Target::Direct(d) => {
-                d.write_tail()?;
-                &d.file
-            }
-        };
+        if let Target::Direct(d) = self {
+            d.write_tail()?;
+        }
+        let file = self.file();
         rustix::fs::fsetxattr(file, name, note, rustix::fs::XattrFlags::empty())?;
         #[cfg(test)]
         injected(note, FAIL_FSYNC)?;
@@ -157,10 +154,7 @@ impl Target {
 
     /// Sets attribute `name` back to `last`, or removes it without one.
     pub(super) fn restore_note(&self, name: &str, last: Option<&[u8]>) -> io::Result<()> {
-        let file = match self {
-            Target::Buffered(f) => f,
-            Target::Direct(d) => &d.file,
-        };
+        let file = self.file();
         #[cfg(test)]
         injected(last.unwrap_or_default(), FAIL_RESTORE)?;
         let r = match last {
@@ -170,6 +164,13 @@ impl Target {
         match r {
             Ok(()) | Err(rustix::io::Errno::NODATA) => Ok(()),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    fn file(&self) -> &File {
+        match self {
+            Target::Buffered(f) => f,
+            Target::Direct(d) => &d.file,
         }
     }
 

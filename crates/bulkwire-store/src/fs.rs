@@ -528,16 +528,26 @@ mod tests {
         );
     }
 
+    /// A store on `dir` whose spools keep notes; none (the test skipped)
+    /// where the file system has no extended attributes (old tmpfs, some
+    /// FUSE), which fails under CI.
+    fn noting_store(dir: &Path) -> Option<FsBlobStore> {
+        let s = FsBlobStore::open(dir).unwrap();
+        if !s.notes {
+            assert!(std::env::var_os("CI").is_none(), "no xattrs under {dir:?}");
+            eprintln!("skipped: no extended attributes under {dir:?}");
+            return None;
+        }
+        Some(s)
+    }
+
     /// The blob a noted spool becomes carries no note.
     #[tokio::test]
     async fn a_finished_spool_drops_its_note() {
         let d = tempfile::tempdir().unwrap();
-        let s = FsBlobStore::open(d.path()).unwrap();
-        if !s.notes {
-            // Notes are off where xattrs aren't (old tmpfs, some FUSE).
-            assert!(std::env::var_os("CI").is_none(), "no xattrs under {d:?}");
-            return eprintln!("skipped: no extended attributes under {d:?}");
-        }
+        let Some(s) = noting_store(d.path()) else {
+            return;
+        };
         let id = crate::new_id();
         let spool = s.spool_create(&id, Lease::detached(&id)).await.unwrap();
         let mut w = s.spool_open(&id, spool).await.unwrap();
@@ -563,11 +573,9 @@ mod tests {
     async fn a_failed_fsync_puts_the_previous_note_back_or_leaves_it_in_doubt() {
         use crate::direct::{FAIL_FSYNC, FAIL_RESTORE};
         let d = tempfile::tempdir().unwrap();
-        let s = FsBlobStore::open(d.path()).unwrap();
-        if !s.notes {
-            assert!(std::env::var_os("CI").is_none(), "no xattrs under {d:?}");
-            return eprintln!("skipped: no extended attributes under {d:?}");
-        }
+        let Some(s) = noting_store(d.path()) else {
+            return;
+        };
         let restorable = b"first".to_vec();
         let stuck = [b"first".as_slice(), FAIL_RESTORE].concat();
         for first in [restorable, stuck] {

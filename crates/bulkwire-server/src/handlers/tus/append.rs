@@ -25,7 +25,7 @@
 //! counts before it is verified at its end: a mismatch (460) keeps none of
 //! its bytes.
 
-use super::hash::{hasher_at_offset, settle, Check, HashPipe, Hashes, HASH_INLINE};
+use super::hash::{hasher_at_offset, settle, Check, HashPipe, Hashes};
 use super::lock::{Parked, WriterGuard};
 use super::proto::Alg;
 use super::state::UploadState;
@@ -34,7 +34,7 @@ use crate::state::AppState;
 use crate::store::{
     AlignedBatch, Batches, MediaRecord, NewMedia, Spool, SpoolWriter, UploadRow, ALIGN,
 };
-use crate::upload::{storage_error, BodyReader};
+use crate::upload::{storage_error, BodyReader, HASH_INLINE};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;

@@ -12,14 +12,10 @@
 use super::state::UploadState;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::upload::storage_error;
+use crate::upload::{storage_error, Feed, HashLoop};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use tokio::task::JoinHandle;
-
-/// Batches smaller than this are hashed inline (as `FileSink` does).
-pub(super) const HASH_INLINE: usize = 64 * 1024;
 
 /// The digests a body feeds.
 pub(super) struct Hashes {
@@ -43,21 +39,34 @@ impl Hashes {
     }
 }
 
-/// Hashing on the blocking pool, batch after batch, while the next ones
-/// are gathered and written: one task per append, fed through a channel
-/// of [`HASH_QUEUE`] batches, so that it goes from one batch to the next
-/// without waiting for the request's task to hand it over (a hand-off per
-/// batch cost a wake-up of each side, the difference between keeping up
-/// with the disk and not). The task keeps its thread while the append
-/// runs, also while a slow client sends: the runtime's blocking pool has
-/// two threads per upload slot for that (`Limits::blocking_threads`).
+/// Hashing on the blocking pool beside the disk: the upload pipeline's
+/// [`HashLoop`], fed one aligned batch at a time, reporting after each
+/// where the file digest stands.
 pub(super) struct HashPipe {
-    tx: tokio::sync::mpsc::Sender<Bytes>,
-    done: JoinHandle<Hashes>,
+    hashing: HashLoop<Tracked>,
     /// After each batch: the offset the file digest has reached, and the
     /// digest there (what a request that answers before the hash has
     /// caught up saves, see [`super::append::Append::checkpoint`]).
     progress: Arc<std::sync::Mutex<(u64, Sha256)>>,
+}
+
+/// The digests, with the offset they have reached, reported after each
+/// batch.
+struct Tracked {
+    h: Hashes,
+    at: u64,
+    report: Arc<std::sync::Mutex<(u64, Sha256)>>,
+}
+
+impl Feed for Tracked {
+    fn feed(&mut self, bytes: &[u8]) {
+        self.h.update(bytes);
+        self.at += bytes.len() as u64;
+    }
+
+    fn batch_done(&mut self) {
+        *self.report.lock().unwrap_or_else(|p| p.into_inner()) = (self.at, self.h.file.clone());
+    }
 }
 
 /// Batches waiting for the hash beyond the one it is working on: the hash
@@ -71,19 +80,11 @@ pub(super) const HASH_QUEUE: usize = 2;
 
 impl HashPipe {
     /// Hashing from offset `at` on.
-    pub fn start(mut h: Hashes, mut at: u64) -> HashPipe {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(HASH_QUEUE);
+    pub fn start(h: Hashes, at: u64) -> HashPipe {
         let progress = Arc::new(std::sync::Mutex::new((at, h.file.clone())));
         let report = progress.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            while let Some(b) = rx.blocking_recv() {
-                h.update(&b);
-                at += b.len() as u64;
-                *report.lock().unwrap_or_else(|p| p.into_inner()) = (at, h.file.clone());
-            }
-            h
-        });
-        HashPipe { tx, done, progress }
+        let hashing = HashLoop::start(Tracked { h, at, report }, HASH_QUEUE);
+        HashPipe { hashing, progress }
     }
 
     /// Where the file digest stands now, and the digest there.
@@ -95,18 +96,12 @@ impl HashPipe {
     }
 
     pub async fn send(&mut self, b: Bytes) -> Result<(), ApiError> {
-        self.tx
-            .send(b)
-            .await
-            .map_err(|_| ApiError::storage("the hashing task ended early"))
+        self.hashing.send(vec![b]).await
     }
 
     /// Waits for the queued batches and hands back the digests.
     pub async fn finish(self) -> Result<Hashes, ApiError> {
-        drop(self.tx);
-        self.done
-            .await
-            .map_err(|e| ApiError::storage(format!("hashing task failed: {e}")))
+        Ok(self.hashing.finish().await?.h)
     }
 }
 
