@@ -10,7 +10,6 @@
 
 use crate::serve::base_config;
 use bulkwire_server::auth::{new_token, set_user, token_digest};
-use bulkwire_server::handlers::xmlrpc::methods::iso8601;
 use bulkwire_server::store::{token_id, MetaStore, UserSet};
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
@@ -31,6 +30,22 @@ pub struct Where {
     /// sqlite:PATH [default: SQLite in the data directory].
     #[arg(long, env = "BULKWIRE_META")]
     meta: Option<String>,
+    /// Create a new, empty embedded store when there is none yet (without
+    /// it, a directory that holds no store is an error: the server's data
+    /// is probably elsewhere).
+    #[arg(long)]
+    init: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    /// Rough edge 11 of the first hour: `token list` showed
+    /// `20261128T00:40:15` (XML-RPC's date format).
+    #[test]
+    fn token_list_dates_are_rfc_3339() {
+        assert_eq!(super::rfc3339(1_795_826_415), "2026-11-28T00:40:15Z");
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -119,7 +134,7 @@ pub fn token(cmd: TokenCmd) -> ExitCode {
             }
             TokenCmd::List { .. } => {
                 for t in meta.tokens().await.map_err(|e| e.to_string())? {
-                    println!("{}  {}  {}", t.id, iso8601(t.created), t.label);
+                    println!("{}  {}  {}", t.id, rfc3339(t.created), t.label);
                 }
             }
             TokenCmd::Revoke { id, .. } => {
@@ -185,12 +200,19 @@ pub fn user(cmd: UserCmd) -> ExitCode {
             }
             UserCmd::List { .. } => {
                 for u in meta.users().await.map_err(|e| e.to_string())? {
-                    println!("{}  {}", u.name, iso8601(u.created));
+                    println!("{}  {}", u.name, rfc3339(u.created));
                 }
             }
         }
         Ok(())
     })
+}
+
+/// Seconds since the epoch as an RFC 3339 time in UTC
+/// (`2026-11-28T00:40:15Z`), as people and scripts read times.
+fn rfc3339(secs: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// Opens the metadata store `at` names and runs `f` on it.
@@ -204,6 +226,11 @@ where
         if at.meta.is_some() {
             c.meta.clone_from(&at.meta);
         }
+        refuse_a_missing_store(&c, at.init)?;
+        eprintln!(
+            "bulkwire {what}: metadata store: {}",
+            bulkwire_server::stores::meta_summary(&c)
+        );
         let meta = bulkwire_server::stores::open_meta(&c).await?;
         f(meta).await
     };
@@ -221,6 +248,27 @@ where
             ExitCode::FAILURE
         }
     }
+}
+
+/// A credential made in a directory that holds no store would go to a new
+/// empty one that no server reads, and the token printed would be refused
+/// with 401: unless `--init` asks for a new store, that is an error saying
+/// where the command looked and how to point it at the server's store.
+fn refuse_a_missing_store(c: &bulkwire_server::Config, init: bool) -> Result<(), String> {
+    use bulkwire_server::stores::MetaUrl;
+    let Ok(MetaUrl::Sqlite(path)) = MetaUrl::parse(c) else {
+        return Ok(());
+    };
+    if init || path.exists() {
+        return Ok(());
+    }
+    let shown = std::path::absolute(&path).unwrap_or(path);
+    Err(format!(
+        "no metadata store at {}: run this where `bulkwire serve` runs, or point it at the \
+         server's store with --data DIR (or --meta URL, --config FILE); --init creates a new, \
+         empty store there",
+        shown.display()
+    ))
 }
 
 /// The new password: typed twice at a prompt without echo, or the first

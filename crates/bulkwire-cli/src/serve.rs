@@ -2,7 +2,7 @@
 //! file merged into a [`Config`]; the server itself is the
 //! `bulkwire-server` library.
 
-use bulkwire_server::{shutdown_signal, Config, Server, User};
+use bulkwire_server::{parse_listen, shutdown_signal, Config, Server, User};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,9 +15,15 @@ pub struct Args {
     /// public_url, link_ttl, cors_origins, [s3], [limits].
     #[arg(long, env = "BULKWIRE_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:8080].
-    #[arg(long, env = "BULKWIRE_LISTEN")]
+    /// Address to listen on: HOST:PORT (`localhost:8092`, `0.0.0.0:8080`
+    /// for every interface) or a port (`8092`, on 127.0.0.1) [default:
+    /// 127.0.0.1:8080].
+    #[arg(long, env = "BULKWIRE_LISTEN", value_parser = parse_listen)]
     listen: Option<SocketAddr>,
+    /// Not a flag: `--listen` takes a port (kept so that the error can say
+    /// so).
+    #[arg(long, hide = true)]
+    port: Option<String>,
     /// Data directory [default: ./bulkwire-data].
     #[arg(long, env = "BULKWIRE_DATA")]
     data: Option<PathBuf>,
@@ -144,7 +150,28 @@ fn init_log() {
     }
 }
 
+/// `--port N` is what many servers take: answer as clap answers an
+/// unknown flag, with the flag that does it.
+fn port_hint(port: &str) -> clap::Error {
+    use clap::CommandFactory;
+    let mut cmd = crate::Cli::command();
+    let serve = cmd
+        .find_subcommand_mut("serve")
+        .cloned()
+        .unwrap_or_default();
+    serve.bin_name("bulkwire serve").error(
+        clap::error::ErrorKind::UnknownArgument,
+        format!(
+            "unexpected argument '--port'\n\n  tip: to listen on port {port}, use '--listen {port}' \
+             (127.0.0.1:{port}) or '--listen 0.0.0.0:{port}' (every interface)"
+        ),
+    )
+}
+
 pub fn run(a: Args) -> ExitCode {
+    if let Some(p) = &a.port {
+        port_hint(p).exit();
+    }
     init_log();
     let check = a.check;
     let c = match config(a) {
@@ -195,7 +222,18 @@ async fn serve(c: Config) -> std::io::Result<()> {
     )?;
     out.flush()?;
     drop(out);
-    server.run(shutdown_signal()).await
+    server.run(first_signal()).await
+}
+
+/// The first SIGTERM/SIGINT starts the drain (`Server::run`); a second one
+/// (an impatient Ctrl-C) stops at once, as the drain's log line offers.
+async fn first_signal() {
+    shutdown_signal().await;
+    tokio::spawn(async {
+        shutdown_signal().await;
+        eprintln!("bulkwire serve: second signal: stopping now, requests in flight are cut");
+        std::process::exit(130);
+    });
 }
 
 /// `--check`: one line per store; exit 1 if either fails.

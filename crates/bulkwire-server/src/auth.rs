@@ -129,6 +129,57 @@ impl Cache {
     }
 }
 
+/// Why a request's credentials were refused. Each answer says which
+/// schemes are accepted and where a credential comes from: a 401 is often
+/// a new user's first contact with the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No `Authorization` header.
+    Missing,
+    /// A scheme other than Bearer and Basic.
+    Scheme(String),
+    /// A bearer token the store does not know (or revoked).
+    BadToken,
+    /// Basic credentials that are not base64 of `NAME:PASSWORD`.
+    BadBasicSyntax,
+    /// A wrong user name or password (never said which).
+    BadPassword,
+}
+
+impl Refusal {
+    pub fn message(&self) -> String {
+        const GET: &str = "a token is printed by `bulkwire serve` at its first start or made by \
+                           `bulkwire token create`; a user by `bulkwire user add NAME`";
+        match self {
+            Refusal::Missing => format!(
+                "no credentials: send `Authorization: Bearer TOKEN` or HTTP Basic \
+                 (a user's name and password); {GET}"
+            ),
+            Refusal::Scheme(s) => format!(
+                "the Authorization scheme {s:?} is not accepted here: send Bearer TOKEN or \
+                 Basic; {GET}"
+            ),
+            Refusal::BadToken => "bearer token not accepted: this server's store does not know it \
+                 or it was revoked (`bulkwire token list` shows the store's tokens; \
+                 `bulkwire token create`, run with this server's --data or --meta, makes one)"
+                .into(),
+            Refusal::BadBasicSyntax => {
+                "HTTP Basic credentials must be base64 of NAME:PASSWORD (RFC 7617)".into()
+            }
+            Refusal::BadPassword => {
+                "HTTP Basic: wrong user name or password (`bulkwire user list` \
+                 shows the users, `bulkwire user passwd NAME` sets a password)"
+                    .into()
+            }
+        }
+    }
+
+    /// The 401 answer.
+    pub fn error(&self) -> crate::ApiError {
+        crate::ApiError::new(crate::Kind::Unauthorized, self.message())
+    }
+}
+
 /// The accepted credentials: the store's, plus those given at start-up.
 pub struct Auth {
     /// Digests of `--token` values.
@@ -138,6 +189,9 @@ pub struct Auth {
     cache: Cache,
     /// Argon2 verifications running at once.
     hashing: std::sync::Arc<Semaphore>,
+    /// Set once a user is known to exist (configured or in the store): a
+    /// failed XML-RPC login on a server without users says how to make one.
+    users_seen: std::sync::atomic::AtomicBool,
 }
 
 impl Auth {
@@ -163,6 +217,7 @@ impl Auth {
                 limits.auth_cache_entries,
             ),
             hashing: std::sync::Arc::new(Semaphore::new(limits.password_checks)),
+            users_seen: (!users.is_empty()).into(),
         };
         import_token_file(meta, data).await?;
         if !auth.tokens.is_empty() || !auth.users.is_empty() {
@@ -197,21 +252,77 @@ impl Auth {
         meta: &dyn MetaStore,
         header: Option<&[u8]>,
     ) -> Result<Option<String>, MetaError> {
-        let Some((scheme, cred)) = header.and_then(split_scheme) else {
-            return Ok(None);
+        Ok(self.verdict(meta, header).await?.ok())
+    }
+
+    /// [`Auth::identify`], with a refusal as the 401 to answer and a store
+    /// that cannot say as its 503/500.
+    pub async fn authenticate(
+        &self,
+        meta: &dyn MetaStore,
+        header: Option<&[u8]>,
+    ) -> Result<String, crate::ApiError> {
+        match self.verdict(meta, header).await {
+            Ok(Ok(who)) => Ok(who),
+            Ok(Err(r)) => Err(r.error()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Who the header names, or why it is refused.
+    async fn verdict(
+        &self,
+        meta: &dyn MetaStore,
+        header: Option<&[u8]>,
+    ) -> Result<Result<String, Refusal>, MetaError> {
+        let Some(header) = header else {
+            return Ok(Err(Refusal::Missing));
+        };
+        let Some((scheme, cred)) = split_scheme(header) else {
+            // A scheme with nothing after it.
+            let s = header.trim_ascii();
+            return Ok(Err(if s.eq_ignore_ascii_case(b"bearer") {
+                Refusal::BadToken
+            } else if s.eq_ignore_ascii_case(b"basic") {
+                Refusal::BadBasicSyntax
+            } else {
+                Refusal::Scheme(String::from_utf8_lossy(s).chars().take(32).collect())
+            }));
         };
         if scheme.eq_ignore_ascii_case(b"bearer") {
             let ok = self.check_token(meta, cred).await?;
-            Ok(ok.then(|| format!("token:{}", token_id(&digest(cred)))))
+            let who = format!("token:{}", token_id(&digest(cred)));
+            Ok(if ok { Ok(who) } else { Err(Refusal::BadToken) })
         } else if scheme.eq_ignore_ascii_case(b"basic") {
             let Some((name, password)) = basic(cred) else {
-                return Ok(None);
+                return Ok(Err(Refusal::BadBasicSyntax));
             };
             let ok = self.check_user(meta, &name, &password).await?;
-            Ok(ok.then(|| format!("user:{name}")))
+            Ok(if ok {
+                Ok(format!("user:{name}"))
+            } else {
+                Err(Refusal::BadPassword)
+            })
         } else {
-            Ok(None)
+            let s = String::from_utf8_lossy(scheme);
+            Ok(Err(Refusal::Scheme(s.chars().take(32).collect())))
         }
+    }
+
+    /// False when no user exists at all, neither configured nor in the
+    /// store (asked until one is seen, then never again: users are rarely
+    /// all removed, and a server under a guessing attack must not list
+    /// them per failure).
+    pub async fn any_user(&self, meta: &dyn MetaStore) -> Result<bool, MetaError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.users_seen.load(Relaxed) {
+            return Ok(true);
+        }
+        let some = !meta.users().await?.is_empty();
+        if some {
+            self.users_seen.store(true, Relaxed);
+        }
+        Ok(some)
     }
 
     async fn check_token(&self, meta: &dyn MetaStore, token: &[u8]) -> Result<bool, MetaError> {
@@ -252,6 +363,8 @@ impl Auth {
         let Some(hash) = meta.user_hash(name).await? else {
             return Ok(false);
         };
+        self.users_seen
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let ok = self.verify(hash, password.to_vec()).await;
         if ok {
             self.cache.put(k);

@@ -34,11 +34,50 @@ impl User {
     }
 }
 
+/// A listen address as people write it: `127.0.0.1:8080`, `[::1]:8080`,
+/// `localhost:8092` (resolved now, an IPv4 address preferred, as browsers
+/// try `localhost` on 127.0.0.1 first), or a bare port `8092` on 127.0.0.1
+/// (the default address: nothing is exposed beyond this machine unless
+/// asked for with `0.0.0.0:PORT`).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = |why: String| {
+        format!(
+            "listen address {s:?}: {why}; expected HOST:PORT (127.0.0.1:8080, localhost:8080, \
+             [::1]:8080, 0.0.0.0:8080 for every interface) or a port (8080, on 127.0.0.1)"
+        )
+    };
+    let addrs: Vec<SocketAddr> = match s.to_socket_addrs() {
+        Ok(a) => a.collect(),
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| bad("the name has no address".into()))
+}
+
+fn de_listen<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_listen(&s).map_err(serde::de::Error::custom)
+}
+
 /// Everything `bulkwire serve` needs, fixed at start-up.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Address to listen on.
+    /// Address to listen on: `HOST:PORT` (a name such as `localhost` is
+    /// resolved at start) or a bare port on 127.0.0.1 ([`parse_listen`]).
+    #[serde(deserialize_with = "de_listen")]
     pub listen: SocketAddr,
     /// Data directory: `blobs/`, `tmp/`, `meta.sqlite`, `token.sha256`.
     pub data: PathBuf,
@@ -364,6 +403,17 @@ pub(crate) const XMLRPC_ELEMENTS: u64 = 8192;
 const MIN_READ_BUFFER: usize = 8 * 1024;
 
 impl Limits {
+    /// True when `name` is a key of the `[limits]` table.
+    pub fn has_key(name: &str) -> bool {
+        static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        KEYS.get_or_init(|| match serde_json::to_value(Limits::default()) {
+            Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+            _ => Vec::new(),
+        })
+        .iter()
+        .any(|k| k == name)
+    }
+
     /// Rejects values the server cannot work with.
     pub fn validate(&self) -> Result<(), String> {
         if self.read_buffer < MIN_READ_BUFFER {
@@ -455,7 +505,15 @@ impl Limits {
     /// store's aligned staging, S3's two parts).
     pub fn upload_reserve_for(&self, store_memory: u64) -> u64 {
         let batches = self.batches_reserve();
-        batches + store_memory + self.fields_total_bytes + self.part_header_bytes as u64 + 4096
+        // Each file whose type is told from its first bytes keeps them
+        // until it ends: one file at a time, or SOAP's early attachments.
+        let sniff = (1 + self.soap_early_attachments as u64) * crate::upload::SNIFF_BYTES as u64;
+        batches
+            + store_memory
+            + self.fields_total_bytes
+            + self.part_header_bytes as u64
+            + sniff
+            + 4096
     }
 
     /// The most write-batch memory one upload holds, whichever way it
@@ -550,6 +608,29 @@ mod tests {
         assert_eq!(c.users[0].name, "a");
         assert_eq!(c.limits.file_bytes, 10);
         assert_eq!(c.limits.parts, Limits::default().parts);
+    }
+
+    /// Rough edge 7 of the first hour: `--listen localhost:8092` failed with
+    /// `invalid socket address syntax`.
+    #[test]
+    fn listen_takes_a_host_name_with_its_port_and_a_bare_port() {
+        let v4 = |p| SocketAddr::from(([127, 0, 0, 1], p));
+        assert_eq!(parse_listen("localhost:8092"), Ok(v4(8092)));
+        assert_eq!(parse_listen("8092"), Ok(v4(8092)));
+        assert_eq!(parse_listen(" 127.0.0.1:9 "), Ok(v4(9)));
+        assert_eq!(parse_listen("[::1]:80").unwrap().to_string(), "[::1]:80");
+        assert_eq!(
+            parse_listen("0.0.0.0:80").unwrap().to_string(),
+            "0.0.0.0:80"
+        );
+        for bad in ["localhost", "70000", "host:port", ""] {
+            let e = parse_listen(bad).unwrap_err();
+            assert!(e.contains("expected HOST:PORT"), "{bad}: {e}");
+        }
+        let c = Config::from_toml_str("listen = \"localhost:8093\"\n").unwrap();
+        assert_eq!(c.listen, v4(8093));
+        let c = Config::from_toml_str("listen = \"8094\"\n").unwrap();
+        assert_eq!(c.listen, v4(8094));
     }
 
     #[test]

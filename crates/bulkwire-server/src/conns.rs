@@ -189,6 +189,8 @@ pub struct Conns {
     gauge: Arc<AtomicI64>,
     /// Woken when the last connection ends (graceful shutdown).
     emptied: Notify,
+    /// Woken when any connection ends (the drain, see [`Conns::wait_closed`]).
+    closed: Notify,
 }
 
 /// What to do with a connection just accepted.
@@ -214,6 +216,7 @@ impl Conns {
             refusing: Arc::new(tokio::sync::Semaphore::new(REFUSING_MAX)),
             gauge,
             emptied: Notify::new(),
+            closed: Notify::new(),
         }
     }
 
@@ -257,6 +260,29 @@ impl Conns {
             handle,
             shed: rx,
             shed_other,
+        }
+    }
+
+    /// The connections open now, to wait for with [`Conns::wait_closed`].
+    pub fn open_ids(&self) -> Vec<u64> {
+        self.lock().open.keys().copied().collect()
+    }
+
+    /// Requests in progress on every connection (their answers not yet
+    /// sent): what a drain waits for.
+    pub fn in_flight(&self) -> usize {
+        self.lock().open.values().map(|e| e.busy as usize).sum()
+    }
+
+    /// Waits until none of `ids` is open any more (connections opened
+    /// since do not count: a draining server answers them at once).
+    pub async fn wait_closed(&self, ids: Vec<u64>) {
+        loop {
+            let closed = self.closed.notified();
+            if !ids.iter().any(|id| self.lock().open.contains_key(id)) {
+                return;
+            }
+            closed.await;
         }
     }
 
@@ -335,6 +361,7 @@ impl Drop for ConnHandle {
         if reg.open.is_empty() {
             self.conns.emptied.notify_waiters();
         }
+        self.conns.closed.notify_waiters();
     }
 }
 

@@ -135,11 +135,14 @@ impl ApiError {
         }
     }
 
-    /// Over the limit `name` whose configured value is `value`.
+    /// Over the limit `name` whose configured value is `value`. The message
+    /// says where to change it and gives the value in its unit
+    /// (`over the limit [limits] body_bytes = 8 GiB`); the JSON's `limit`
+    /// keeps the number.
     pub fn limit(name: &'static str, value: u64) -> Self {
         ApiError {
             kind: Kind::Limit,
-            message: format!("limit {name} = {value} exceeded"),
+            message: format!("over the limit {}", limit_text(name, value)),
             limit: Some((name, value)),
             allow: None,
         }
@@ -149,7 +152,10 @@ impl ApiError {
     pub fn busy(name: &'static str, value: u64) -> Self {
         ApiError {
             kind: Kind::Busy,
-            message: format!("server busy: {name} = {value} reached, retry later"),
+            message: format!(
+                "server busy: {} reached, retry later",
+                limit_text(name, value)
+            ),
             limit: Some((name, value)),
             allow: None,
         }
@@ -191,6 +197,41 @@ impl fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+/// Size limits whose names do not end in `_bytes`.
+const SIZE_LIMITS: [&str; 5] = [
+    "preamble",
+    "epilogue",
+    "read_buffer",
+    "write_batch",
+    "memory_budget",
+];
+
+/// A limit as a person finds it: `[limits] body_bytes = 8 GiB` for a key
+/// of [`crate::Limits`] (the TOML table it is set in), the value in the
+/// unit its name gives (`_bytes` and the other sizes in binary units,
+/// `_ms`/`_s` as durations, `min_body_rate` per second); any other cap
+/// (a codec's fixed one) as `name = value`.
+pub fn limit_text(name: &str, value: u64) -> String {
+    use bulkwire_units::{format_duration, format_size};
+    use std::time::Duration;
+    let v = if name.ends_with("_ms") {
+        format_duration(Duration::from_millis(value))
+    } else if name.ends_with("_s") {
+        format_duration(Duration::from_secs(value))
+    } else if name == "min_body_rate" {
+        format!("{}/s", format_size(value))
+    } else if name.ends_with("_bytes") || SIZE_LIMITS.contains(&name) {
+        format_size(value)
+    } else {
+        value.to_string()
+    };
+    if crate::config::Limits::has_key(name) {
+        format!("[limits] {name} = {v}")
+    } else {
+        format!("{name} = {v}")
+    }
+}
 
 /// A metadata error: 507 when the store is out of room, 503 when it cannot
 /// be reached, else 500.
@@ -246,6 +287,67 @@ mod tests {
         let j = ApiError::new(Kind::Malformed, "x").to_json();
         assert!(j["limit"].is_null());
         assert_eq!(j["message"], "x");
+    }
+
+    /// Rough edge 9 of the first hour: a 413 said `limit body_bytes =
+    /// 8589934592 exceeded`, raw bytes and nothing about where to change it.
+    #[test]
+    fn limit_messages_give_human_sizes_and_the_config_key() {
+        let e = ApiError::limit("body_bytes", 8 << 30);
+        assert_eq!(e.message, "over the limit [limits] body_bytes = 8 GiB");
+        assert_eq!(e.limit, Some(("body_bytes", 8 << 30)), "the number stays");
+        let e = ApiError::busy("memory_budget", 256 << 20);
+        assert!(
+            e.message.contains("[limits] memory_budget = 256 MiB"),
+            "{e}"
+        );
+        assert!(ApiError::limit("parts", 256)
+            .message
+            .ends_with("[limits] parts = 256"));
+        let t = limit_text("idle_timeout_ms", 30_000);
+        assert_eq!(t, "[limits] idle_timeout_ms = 30s");
+        assert_eq!(
+            limit_text("upload_expiry_s", 86_400),
+            "[limits] upload_expiry_s = 1d"
+        );
+        assert_eq!(
+            limit_text("min_body_rate", 500),
+            "[limits] min_body_rate = 500 B/s"
+        );
+        assert_eq!(
+            limit_text("write_batch", 1 << 20),
+            "[limits] write_batch = 1 MiB"
+        );
+        // Not a key of the config file: no table to point at.
+        assert_eq!(limit_text("xmlrpc_staging", 16), "xmlrpc_staging = 16");
+    }
+
+    /// Every key of `[limits]` reads in a unit: sizes, durations and counts
+    /// are told apart by name, so a new size key must end in `_bytes` or be
+    /// listed in `SIZE_LIMITS`; this catches one that reads as a count.
+    #[test]
+    fn every_size_limit_is_shown_as_a_size() {
+        let d = serde_json::to_value(crate::Limits::default()).unwrap();
+        for (k, v) in d.as_object().unwrap() {
+            let Some(n) = v.as_u64() else { continue };
+            let t = limit_text(k, n);
+            let counts = [
+                "parts",
+                "fields",
+                "xmlrpc_multicall",
+                "part_headers",
+                "max_uploads",
+                "soap_early_attachments",
+                "list_limit",
+                "auth_cache_entries",
+                "password_checks",
+                "meta_connections",
+                "open_uploads",
+                "concat_uploads",
+            ];
+            let unitless = t.ends_with(&format!("= {n}"));
+            assert_eq!(unitless, counts.contains(&k.as_str()), "{k}: {t}");
+        }
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub mod upload;
 pub mod web;
 
 pub use auth::Auth;
-pub use config::{Config, Limits, S3Keys, User};
+pub use config::{parse_listen, Config, Limits, S3Keys, User};
 pub use error::{ApiError, Kind};
 pub use server::{shutdown_signal, RunningServer, Server, META_FILE};
 pub use state::AppState;

@@ -5,8 +5,9 @@
 //! stores, sweeps crash leftovers ([`crate::store::recover`]) and loads the
 //! credentials. Connections are HTTP/1.1 (RFC 9112) served by hyper with a
 //! capped read buffer (which bounds one body chunk) and a header timeout.
-//! On shutdown the listener closes first, then in-flight requests get
-//! [`crate::Limits::shutdown_grace`] to finish.
+//! On shutdown the server drains ([`Server::run`]): `/readyz` answers 503,
+//! in-flight requests get [`crate::Limits::shutdown_grace`] to finish, and
+//! new requests are answered 503 `draining` meanwhile.
 
 use crate::auth::Auth;
 use crate::config::Config;
@@ -28,6 +29,17 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+
+/// How often a drain says what it still waits for.
+const DRAIN_REPORT: Duration = Duration::from_secs(5);
+
+fn requests(n: usize) -> &'static str {
+    if n == 1 {
+        "request"
+    } else {
+        "requests"
+    }
+}
 
 /// SQLite file name in the data directory.
 pub const META_FILE: &str = "meta.sqlite";
@@ -206,16 +218,67 @@ impl Server {
                 () = &mut shutdown => break,
             }
         }
-        drop(self.listener);
         drop(janitor);
+        self.drain(&builder, stop_tx).await;
+        Ok(())
+    }
+
+    /// The drain after the first signal: `/readyz` turns 503 at once (a
+    /// load balancer stops sending), connections with nothing in flight
+    /// close, those with a request finish it, and new requests still get
+    /// an answer, 503 `draining` (`handlers::handle`), until every
+    /// connection open at the signal has closed or the grace period is
+    /// over. The log says what it waits for, and every few seconds how
+    /// much is left.
+    async fn drain(&self, builder: &http1::Builder, stop_tx: watch::Sender<bool>) {
+        let grace = self.state.config.limits.shutdown_grace();
+        self.state.draining.store(true, Relaxed);
+        let open = self.state.conns.open_ids();
         let _ = stop_tx.send(true);
-        tokio::select! {
-            () = self.state.conns.wait_empty() => tracing::info!("all connections closed"),
-            () = tokio::time::sleep(limits.shutdown_grace()) => {
-                tracing::warn!("shutdown grace period over; dropping remaining connections");
+        let n = self.state.conns.in_flight();
+        tracing::info!(
+            "draining: {n} {} in flight, up to {} s",
+            requests(n),
+            grace.as_secs_f64()
+        );
+        // Connections accepted from now on answer one request, 503 with
+        // `Connection: close`: they are not told to stop before it.
+        let (_keep, never) = watch::channel(false);
+        let deadline = tokio::time::Instant::now() + grace;
+        let drained = self.state.conns.wait_closed(open);
+        tokio::pin!(drained);
+        let start = tokio::time::Instant::now();
+        let mut report = tokio::time::interval_at(start + DRAIN_REPORT, DRAIN_REPORT);
+        loop {
+            tokio::select! {
+                () = &mut drained => {
+                    tracing::info!("drained: every request answered; all connections closed");
+                    return;
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    let n = self.state.conns.in_flight();
+                    tracing::warn!(
+                        "shutdown grace period over; dropping {n} {} still in flight",
+                        requests(n)
+                    );
+                    return;
+                }
+                _ = report.tick() => {
+                    let n = self.state.conns.in_flight();
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    tracing::info!(
+                        "draining: {n} {} still in flight, {} s left",
+                        requests(n),
+                        left.as_secs()
+                    );
+                }
+                r = self.listener.accept() => {
+                    if let Ok((stream, _)) = r {
+                        self.accept(stream, builder, &never);
+                    }
+                }
             }
         }
-        Ok(())
     }
 
     /// Reloads the link key every `auth_cache_ms`, so that a rotation on

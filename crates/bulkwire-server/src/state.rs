@@ -38,6 +38,9 @@ pub struct AppState {
     /// Aligned batches of `write_batch` bytes (in whole blocks) for
     /// resumable appends, recycled.
     pub(crate) batches: Arc<crate::store::AlignedPool>,
+    /// Set at the first shutdown signal: `/readyz` answers 503 and new
+    /// requests are refused while those in flight finish.
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -78,6 +81,7 @@ impl AppState {
                 config.limits.idle_timeout(),
             )),
             batches: crate::store::AlignedPool::new(batch_size(&config.limits)),
+            draining: false.into(),
             admitted: Default::default(),
             conns: Arc::new(crate::conns::Conns::new(
                 max_conns,

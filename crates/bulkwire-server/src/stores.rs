@@ -120,14 +120,23 @@ fn s3(_: &str, _: &Config) -> Result<Arc<dyn BlobStore>, String> {
     Err("this build has no S3 support (feature `s3`)".into())
 }
 
+/// Where the metadata store is: `SQLite /abs/path/meta.sqlite` or the
+/// PostgreSQL URL without its password.
+pub fn meta_summary(config: &Config) -> String {
+    match MetaUrl::parse(config) {
+        Ok(MetaUrl::Sqlite(p)) => {
+            let p = std::path::absolute(&p).unwrap_or(p);
+            format!("SQLite {}", p.display())
+        }
+        Ok(MetaUrl::Postgres(u)) => redact(&u),
+        Err(e) => e,
+    }
+}
+
 /// Where the stores are, for the start-up line (a PostgreSQL password is
 /// never shown).
 pub fn summary(config: &Config) -> String {
-    let meta = match MetaUrl::parse(config) {
-        Ok(MetaUrl::Sqlite(p)) => format!("SQLite {}", p.display()),
-        Ok(MetaUrl::Postgres(u)) => redact(&u),
-        Err(e) => e,
-    };
+    let meta = meta_summary(config);
     let blobs = match BlobUrl::parse(config) {
         Ok(BlobUrl::Files(d)) => format!("files under {}", d.display()),
         Ok(BlobUrl::S3(u)) => u,

@@ -78,6 +78,48 @@ fn split(text: &str) -> (&str, &str) {
     (num.trim(), unit.trim())
 }
 
+/// A size as a person reads it: in the largest binary unit that keeps it
+/// exact (`"8 GiB"`, `"16 KiB"`), or exact with at most two decimals
+/// (`"1.5 MiB"`), else in bytes (`"1025 B"`): always what [`parse_size`]
+/// reads back to the same number.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    // Whole or in exact hundredths of the unit: 8 GiB, 1.5 MiB, 2.25 GiB.
+    let exact = |m: u64| (u128::from(bytes) * 100) % u128::from(m) == 0;
+    match UNITS.iter().find(|(_, m)| bytes >= *m && exact(*m)) {
+        Some((unit, m)) => {
+            let v = format!("{:.2}", bytes as f64 / *m as f64);
+            format!("{} {unit}", v.trim_end_matches('0').trim_end_matches('.'))
+        }
+        None => format!("{bytes} B"),
+    }
+}
+
+/// A duration as a person reads it, in the largest unit that keeps it
+/// exact (`"30s"`, `"10m"`, `"1500ms"`, `"24h"`), as [`parse_duration`]
+/// reads it back.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    const UNITS: [(&str, u128); 4] = [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ];
+    match UNITS
+        .iter()
+        .find(|(_, m)| ms >= *m && ms.is_multiple_of(*m))
+    {
+        Some((unit, m)) => format!("{}{unit}", ms / m),
+        None => format!("{ms}ms"),
+    }
+}
+
 fn number(text: &str, num: &str, what: &str) -> Result<f64, String> {
     match num.parse::<f64>() {
         Ok(n) if n.is_finite() => Ok(n),
@@ -105,6 +147,44 @@ mod tests {
         assert!(parse_size("3 PiB")
             .unwrap_err()
             .contains("unknown unit \"PiB\""));
+    }
+
+    #[test]
+    fn sizes_format_exactly_where_they_can_and_read_back() {
+        assert_eq!(format_size(8 << 30), "8 GiB");
+        assert_eq!(format_size(16 << 10), "16 KiB");
+        assert_eq!(format_size(500), "500 B");
+        assert_eq!(format_size(0), "0 B");
+        assert_eq!(format_size(1_572_864), "1.5 MiB");
+        assert_eq!(format_size(1025), "1025 B");
+        assert_eq!(format_size(2_415_919_104), "2.25 GiB");
+        assert_eq!(format_size(1 << 40), "1 TiB");
+        for v in [
+            0,
+            1,
+            512,
+            1025,
+            1 << 10,
+            1_572_864,
+            3 << 20,
+            8 << 30,
+            5 << 40,
+        ] {
+            assert_eq!(parse_size(&format_size(v)), Ok(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn durations_format_in_the_largest_exact_unit_and_read_back() {
+        assert_eq!(format_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(format_duration(Duration::from_secs(600)), "10m");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_duration(Duration::from_secs(86_400)), "1d");
+        assert_eq!(format_duration(Duration::ZERO), "0ms");
+        for ms in [0, 1, 1500, 30_000, 3_600_000] {
+            let d = Duration::from_millis(ms);
+            assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{ms}");
+        }
     }
 
     #[test]

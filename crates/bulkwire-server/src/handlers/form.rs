@@ -118,8 +118,35 @@ async fn run(
         }
     }
     state.metrics.parser_peak(parser.peak_buffered_bytes());
+    if ingest.files() == 0 {
+        return Err(no_file(ingest.fields()));
+    }
     let (records, fields) = ingest.commit().await?;
     Ok(response::created(state, headers, &records, fields))
+}
+
+/// A form without a file part stored nothing, which a 201 with an empty
+/// list would hide (curl exits 0). The commonest cause is curl's `-F
+/// file=photo.jpg` with the `@` forgotten, which sends the path as text:
+/// the answer names that field.
+fn no_file(fields: &[(String, String)]) -> ApiError {
+    let looks_like_path = |v: &str| {
+        v.len() <= 255 && v.contains('.') && !v.contains(char::is_whitespace) && !v.is_empty()
+    };
+    let hint = match fields.iter().find(|(_, v)| looks_like_path(v)) {
+        Some((name, v)) => {
+            format!("; field {name:?} holds the text {v:?}: did you mean -F {name}=@{v}?")
+        }
+        None => String::new(),
+    };
+    ApiError::new(
+        Kind::Malformed,
+        format!(
+            "the form has no file part, so nothing was stored: send each file as a part \
+             with a filename (curl -F name=@path; without the @ curl sends the path as \
+             text){hint}"
+        ),
+    )
 }
 
 /// Runs one chunk through the parser, acting on each event.
@@ -220,6 +247,19 @@ mod tests {
         let c = share(&input, &other);
         assert_eq!(c, "carry");
         assert_ne!(c.as_ptr(), other.as_ptr());
+    }
+
+    #[test]
+    fn a_form_without_a_file_names_the_forgotten_at() {
+        let e = no_file(&[("file".into(), "photo.jpg".into())]);
+        assert_eq!(e.status(), 400);
+        assert!(
+            e.message.contains("did you mean -F file=@photo.jpg?"),
+            "{e}"
+        );
+        let e = no_file(&[("title".into(), "my holiday".into())]);
+        assert!(e.message.contains("-F name=@path"), "{e}");
+        assert!(!e.message.contains("did you mean"), "{e}");
     }
 
     #[test]

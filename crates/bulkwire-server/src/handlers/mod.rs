@@ -78,6 +78,9 @@ pub async fn handle(
 /// naming the store and why, within [`READY_TIMEOUT`]. `/healthz` stays
 /// liveness: the process answers.
 async fn readyz(state: &Arc<AppState>) -> Response {
+    if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        return response::error(&draining(), false);
+    }
     let meta = tokio::time::timeout(READY_TIMEOUT, state.meta.ready());
     let blobs = tokio::time::timeout(READY_TIMEOUT, state.blobs.ready());
     let (meta, blobs) = tokio::join!(meta, blobs);
@@ -98,6 +101,14 @@ async fn readyz(state: &Arc<AppState>) -> Response {
     }
     let e = ApiError::new(Kind::Busy, format!("not ready: {}", faults.join("; ")));
     response::error(&e, false)
+}
+
+/// 503 while the server drains for shutdown (`crate::server`).
+fn draining() -> ApiError {
+    ApiError::new(
+        Kind::Busy,
+        "draining: this server is shutting down; send new requests to another",
+    )
 }
 
 /// Longest wait for a store's readiness answer.
@@ -152,6 +163,16 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         }
         _ => {}
     }
+    if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        // The connection closes after this answer (`reject` with an unread
+        // body, else `Connection: close` below).
+        let mut r = reject(state, req, draining());
+        r.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+        return r;
+    }
     if let Some(r) = crate::web::route(m, path, req.headers()) {
         return r;
     }
@@ -188,17 +209,12 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         return link_download(state, req, &id).await;
     }
     let auth = req.headers().get(http::header::AUTHORIZATION);
-    match state
+    if let Err(e) = state
         .auth
-        .check(&*state.meta, auth.map(|v| v.as_bytes()))
+        .authenticate(&*state.meta, auth.map(|v| v.as_bytes()))
         .await
     {
-        Ok(true) => {}
-        Ok(false) => {
-            let e = ApiError::new(Kind::Unauthorized, "missing or bad credentials");
-            return reject(state, req, e);
-        }
-        Err(e) => return reject(state, req, e.into()),
+        return reject(state, req, e);
     }
     let rest = rest.to_string();
     let r = media_route(state, req, &rest).await;

@@ -136,13 +136,9 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     let auth = parts.headers.get(http::header::AUTHORIZATION);
     let allowed = state
         .auth
-        .check(&*state.meta, auth.map(|v| v.as_bytes()))
+        .authenticate(&*state.meta, auth.map(|v| v.as_bytes()))
         .await;
-    if allowed != Ok(true) {
-        let e = match allowed {
-            Err(e) => ApiError::from(e),
-            _ => ApiError::new(Kind::Unauthorized, "missing or bad credentials"),
-        };
+    if let Err(e) = allowed {
         state.metrics.rejected(e.reason());
         return fault_response(version, &e, !reader.is_done());
     }

@@ -610,11 +610,15 @@ pub async fn complete_saved(
 ) -> Result<Option<MediaRecord>, ApiError> {
     st.complete = true;
     st.media = !st.is_partial();
+    let content_type = match st.media {
+        true => media_type(state, &row.id, st).await,
+        false => String::new(),
+    };
     let media = st.media.then(|| NewMedia {
         id: row.id.clone(),
         field: None,
         filename: st.filename.clone(),
-        content_type: crate::upload::clean_content_type(st.filetype.as_deref()),
+        content_type,
         size: st.offset(),
         sha256,
     });
@@ -632,6 +636,31 @@ pub async fn complete_saved(
         }
         None => Err(taken_over()),
     }
+}
+
+/// The finished upload's type: its `filetype`, or when that says nothing,
+/// what its first bytes (read back from the finished blob: they may have
+/// come through another node) and then its name say
+/// (`crate::upload::media_type`). A blob that cannot be read back leaves
+/// the name alone to tell.
+async fn media_type(state: &Arc<AppState>, id: &str, st: &UploadState) -> String {
+    let declared = crate::upload::clean_content_type(st.filetype.as_deref());
+    if !crate::upload::unspecific(&declared) {
+        return declared;
+    }
+    let n = st.offset().min(crate::upload::SNIFF_BYTES as u64);
+    let mut head = Vec::new();
+    if n > 0 {
+        match state.blobs.open(id, 0, n).await {
+            Ok(mut s) => {
+                while let Some(Ok(b)) = std::future::poll_fn(|cx| s.as_mut().poll_next(cx)).await {
+                    head.extend_from_slice(&b);
+                }
+            }
+            Err(e) => tracing::debug!(id, error = %e, "reading a finished upload's start"),
+        }
+    }
+    crate::upload::media_type(&declared, &head, st.filename.as_deref())
 }
 
 pub(super) fn taken_over() -> ApiError {

@@ -54,13 +54,9 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
     }
     let auth = req.headers().get(http::header::AUTHORIZATION);
     let auth = auth.map(|v| v.as_bytes().to_vec());
-    let owner = match state.auth.identify(&*state.meta, auth.as_deref()).await {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            let e = ApiError::new(Kind::Unauthorized, "missing or bad credentials");
-            return reject(state, req, e, Proto::Tus);
-        }
-        Err(e) => return reject(state, req, e.into(), Proto::Tus),
+    let owner = match state.auth.authenticate(&*state.meta, auth.as_deref()).await {
+        Ok(o) => o,
+        Err(e) => return reject(state, req, e, Proto::Tus),
     };
     let proto = match proto {
         Ok(p) => p,

@@ -22,6 +22,10 @@ pub type Out = Value<Vec<u8>>;
 
 /// WordPress's fault string for a bad login (`wp_xmlrpc_server::login`).
 pub const BAD_LOGIN: &str = "Incorrect username or password.";
+/// [`BAD_LOGIN`] on a server without users.
+pub const NO_USERS: &str = "Incorrect username or password. This server has no users yet: \
+    XML-RPC logs in with a user made by `bulkwire user add NAME` (the API token is for the \
+    HTTP API only).";
 /// IXR's fault for recursive multicalls.
 pub const RECURSIVE_MULTICALL: i32 = -32800;
 
@@ -188,8 +192,19 @@ pub async fn login(state: &AppState, params: &[In]) -> Result<(), Failure> {
         .await
     {
         Ok(true) => Ok(()),
-        Ok(false) => Err(Fault::new(Fault::FORBIDDEN, BAD_LOGIN).into()),
+        Ok(false) => Err(bad_login(state).await),
         Err(e) => Err(crate::ApiError::from(e).into()),
+    }
+}
+
+/// WordPress's answer to a wrong login; on a server that has no user at
+/// all (a fresh zero-configuration start has only a token), also how to
+/// make one: XML-RPC logs in with a name and password, never a token.
+async fn bad_login(state: &AppState) -> Failure {
+    match state.auth.any_user(&*state.meta).await {
+        Ok(false) => Fault::new(Fault::FORBIDDEN, NO_USERS).into(),
+        Ok(true) => Fault::new(Fault::FORBIDDEN, BAD_LOGIN).into(),
+        Err(e) => crate::ApiError::from(e).into(),
     }
 }
 
