@@ -155,7 +155,7 @@ async fn a_call_must_reach_its_password_within_preauth_bytes() {
     assert_eq!(r.status(), 200);
     let text = r.text().await.unwrap();
     assert!(text.contains("<name>faultCode</name>"), "{text}");
-    assert!(text.contains("preauth_bytes = 16384"), "{text}");
+    assert!(text.contains("[limits] preauth_bytes = 16 KiB"), "{text}");
 }
 
 #[tokio::test]

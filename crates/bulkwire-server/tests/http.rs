@@ -672,15 +672,23 @@ async fn graceful_shutdown_finishes_in_flight_upload() {
         h.metric("bulkwire_active_uploads") == "bulkwire_active_uploads 1"
     })
     .await;
-    let addr = h.srv.addr;
     let probe = h.probe();
+    let state = h.srv.state.clone();
+    let (http, ready, media) = (h.http.clone(), h.url("/readyz"), h.url("/v1/media"));
     let stop = tokio::spawn(h.srv.shutdown());
-    // Once the listener is closed, new connections are refused while the
-    // in-flight upload goes on.
-    wait_until("listener closed", || {
-        std::net::TcpStream::connect(addr).is_err()
+    // From the signal, the server drains: `/readyz` answers 503 (a load
+    // balancer stops sending) and a new request gets 503 `draining`, while
+    // the in-flight upload goes on.
+    wait_until("draining", || {
+        state.draining.load(std::sync::atomic::Ordering::Relaxed)
     })
     .await;
+    let r = http.get(&ready).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.text().await.unwrap().contains("draining"));
+    let r = http.get(&media).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["connection"], "close");
     assert!(!stop.is_finished());
     s.write_all(rest).await.unwrap();
     let (status, text) = raw_response(&mut s).await;
