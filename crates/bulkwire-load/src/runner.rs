@@ -166,14 +166,18 @@ pub struct Report {
     pub elapsed_s: f64,
     /// Requests issued.
     pub sent: u64,
-    /// Requests finished (answered or failed).
+    /// Requests answered, whatever the status (faults included): only these
+    /// have a latency and count in `rps`.
     pub completed: u64,
+    /// Requests that ended without an answer (refused, reset, timed out; by
+    /// reason in `by_error`): errors, never completions.
+    pub no_answer: u64,
     /// 2xx answers that were not faults.
     pub ok: u64,
     /// Everything else: other statuses, faults (whatever their status) and
-    /// failures without an answer.
+    /// requests without an answer.
     pub errors: u64,
-    /// `errors / completed`.
+    /// `errors / (completed + no_answer)`: of every request that ended.
     pub error_rate: f64,
     /// Every answer by HTTP status, faults included.
     pub by_status: BTreeMap<String, u64>,
@@ -185,7 +189,7 @@ pub struct Report {
     /// Requests without an answer, by reason: `connect`, `connect-timeout`,
     /// `io`, `timeout`, `render`.
     pub by_error: BTreeMap<String, u64>,
-    /// Completed per second of `elapsed_s`.
+    /// Answers per second of `elapsed_s`.
     pub rps: f64,
     /// Request body bytes sent (headers not counted).
     pub bytes_sent: u64,
@@ -219,9 +223,9 @@ pub struct TargetCounts {
     pub url: String,
     /// Connections dealt to it.
     pub connections: usize,
-    /// Requests finished on its connections (answered or failed).
+    /// Requests answered on its connections (whatever the status).
     pub requests: u64,
-    /// Those that got no 2xx answer.
+    /// Non-2xx answers, faults and requests that got no answer.
     pub errors: u64,
     /// `requests` per second of the run's `elapsed_s`.
     pub rps: f64,
@@ -268,7 +272,8 @@ struct Node {
     dynamic: Vec<(HeaderName, Pattern)>,
     /// Connections dealt to it.
     connections: usize,
-    /// Added to by each of its connections once, when it ends.
+    /// Added to by each of its connections once, when it ends: answers, and
+    /// errors (with the requests that got no answer).
     completed: AtomicU64,
     errors: AtomicU64,
 }
@@ -488,7 +493,8 @@ fn report(ctx: &Ctx) -> Report {
             0.0
         }
     };
-    let errors = t.completed - t.ok;
+    let ended = t.completed + t.no_answer;
+    let errors = ended - t.ok;
     let targets = match &ctx.nodes[..] {
         [_] => Vec::new(),
         nodes => nodes
@@ -521,10 +527,11 @@ fn report(ctx: &Ctx) -> Report {
         elapsed_s: elapsed,
         sent,
         completed: t.completed,
+        no_answer: t.no_answer,
         ok: t.ok,
         errors,
-        error_rate: if t.completed > 0 {
-            errors as f64 / t.completed as f64
+        error_rate: if ended > 0 {
+            errors as f64 / ended as f64
         } else {
             0.0
         },
@@ -578,7 +585,7 @@ struct Worker {
     ctx: Arc<Ctx>,
     /// Index of its target in `ctx.nodes`.
     node: usize,
-    /// Requests finished and failed on this connection, added to its
+    /// Requests answered and failed on this connection, added to its
     /// node's counters at the end.
     completed: u64,
     errors: u64,
@@ -628,7 +635,7 @@ async fn worker(ctx: Arc<Ctx>, node: usize) {
         };
         w.ctx.rec.record(&sample);
         count_live(&w.ctx.live, &sample);
-        w.completed += 1;
+        w.completed += u64::from(sample.outcome.answered());
         w.errors += u64::from(!sample.outcome.is_ok());
     }
     let node = w.node();
@@ -637,7 +644,9 @@ async fn worker(ctx: Arc<Ctx>, node: usize) {
 }
 
 fn count_live(live: &Live, s: &Sample) {
-    live.completed.fetch_add(1, Ordering::Relaxed);
+    if s.outcome.answered() {
+        live.completed.fetch_add(1, Ordering::Relaxed);
+    }
     live.bytes_sent.fetch_add(s.bytes_sent, Ordering::Relaxed);
     if !s.outcome.is_ok() {
         live.errors.fetch_add(1, Ordering::Relaxed);

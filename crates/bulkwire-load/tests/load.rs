@@ -583,9 +583,54 @@ fn refused_connections_are_counted_as_errors() {
     o.requests = Some(5);
     o.connections = Some(1);
     let r = run(&o);
-    assert_eq!((r.completed, r.ok), (5, 0));
+    assert_eq!((r.sent, r.completed, r.no_answer), (5, 0, 5));
+    assert_eq!((r.ok, r.errors, r.rps), (0, 5, 0.0));
     assert_eq!(r.by_error.get("connect"), Some(&5));
     assert_eq!(r.corrected.count, 0);
+}
+
+/// One node answers, the other refuses every connection: the run goes on,
+/// and only the answers are completions (with a latency and in req/s); the
+/// refusals are errors by reason, per target too.
+#[test]
+fn some_requests_answered_and_others_refused_are_counted_honestly() {
+    let server = TestServer::start(Behavior::default());
+    let dead = closed_port();
+    let mut o = quiet(&server.url("/up"), ScenarioKind::Raw);
+    o.extra_targets = vec![format!("http://127.0.0.1:{dead}/up")];
+    o.rate = Some(400.0);
+    o.requests = Some(60);
+    o.connections = Some(2);
+    o.threads = Some(1);
+    let r = run(&o);
+    let answered = server.seen().len() as u64;
+    assert!(answered > 0 && answered < 60, "{answered} answered");
+    assert_eq!((r.sent, r.completed, r.ok), (60, answered, answered));
+    assert_eq!(r.no_answer, 60 - answered);
+    assert_eq!(r.by_error.get("connect"), Some(&(60 - answered)));
+    assert_eq!(r.errors, r.no_answer);
+    assert!((r.error_rate - r.no_answer as f64 / 60.0).abs() < 1e-9);
+    assert_eq!(r.corrected.count, answered, "latencies of answers only");
+    assert!((r.rps - answered as f64 / r.elapsed_s).abs() < 1e-6 * r.rps);
+    let ends: u64 = r.timeline.iter().map(|b| b.count).sum();
+    assert_eq!(ends, answered, "the timeline counts answers");
+    let [live, refused] = &r.targets[..] else {
+        panic!("{:?}", r.targets)
+    };
+    assert_eq!((live.requests, live.errors), (answered, 0));
+    assert_eq!((refused.requests, refused.errors), (0, 60 - answered));
+    let table = bulkwire_load::output::table(&r);
+    let line = format!(", {} without an answer\n", 60 - answered);
+    assert!(table.contains(&line), "{line} in\n{table}");
+}
+
+/// A port nothing listens on: bound, then dropped (very likely still free).
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Three connections over two nodes: connections 0 and 2 go to the first,
