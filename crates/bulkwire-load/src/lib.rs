@@ -45,6 +45,7 @@ pub mod stats;
 pub mod target;
 pub mod threshold;
 pub mod units;
+pub mod verdict;
 mod wire;
 
 pub use app::{execute, Options, Outcome, ScenarioKind};

@@ -34,6 +34,9 @@ pub fn table(r: &Report) -> String {
     head(&mut o, r);
     latency(&mut o, r);
     outcomes(&mut o, r);
+    if let Some(s) = &r.stopped_answering {
+        let _ = writeln!(o, "  LOST      {s}");
+    }
     for t in &r.targets {
         let s = if t.connections == 1 { "" } else { "s" };
         let _ = writeln!(

@@ -134,6 +134,9 @@ struct Stats {
     bytes_sent: u64,
     bytes_received: u64,
     last_done: Option<Instant>,
+    last_answer: Option<Instant>,
+    /// Requests without an answer that ended after `last_answer`.
+    no_answer_since: u64,
     second: Second,
     timeline: Vec<Bucket>,
     timeline_truncated: bool,
@@ -181,6 +184,8 @@ impl Recorder {
                 bytes_sent: 0,
                 bytes_received: 0,
                 last_done: None,
+                last_answer: None,
+                no_answer_since: 0,
                 second: Second::new(0),
                 timeline: Vec::new(),
                 timeline_truncated: false,
@@ -212,6 +217,13 @@ impl Recorder {
         if !s.outcome.is_ok() {
             st.second.errors += 1;
         }
+    }
+
+    /// Requests without an answer so far, by reason (for a message while
+    /// the run goes on).
+    pub(crate) fn by_error(&self) -> BTreeMap<&'static str, u64> {
+        let st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        st.by_error.clone()
     }
 
     pub(crate) fn finish(&self) -> Totals {
@@ -246,6 +258,8 @@ impl Recorder {
             bytes_sent: st.bytes_sent,
             bytes_received: st.bytes_received,
             last_done: st.last_done,
+            last_answer: st.last_answer,
+            no_answer_since: st.no_answer_since,
             timeline: std::mem::take(&mut st.timeline),
             timeline_truncated: st.timeline_truncated,
         }
@@ -280,6 +294,12 @@ impl Stats {
         self.bytes_sent += s.bytes_sent;
         self.bytes_received += s.bytes_received;
         self.last_done = self.last_done.max(Some(s.done));
+        let latest = Some(s.done) > self.last_answer;
+        match s.outcome.answered() {
+            true if latest => (self.last_answer, self.no_answer_since) = (Some(s.done), 0),
+            false if latest => self.no_answer_since += 1,
+            _ => {}
+        }
     }
 
     /// Closes the current second (and any empty ones before `t`).
@@ -345,6 +365,9 @@ pub(crate) struct Totals {
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub last_done: Option<Instant>,
+    pub last_answer: Option<Instant>,
+    /// Requests without an answer that ended after `last_answer`.
+    pub no_answer_since: u64,
     pub timeline: Vec<Bucket>,
     pub timeline_truncated: bool,
 }
