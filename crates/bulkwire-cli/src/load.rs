@@ -26,8 +26,8 @@ use std::time::Duration;
 enum Scenario {
     /// multipart/form-data (RFC 7578) from --field and --file.
     Formdata,
-    /// The --file bytes as the body, sent as --content-type (with --method
-    /// PUT for `PUT /v1/media/{name}`).
+    /// The --file bytes as the body, sent as --content-type or else as the
+    /// file's own type (with --method PUT for `PUT /v1/media/{name}`).
     Raw,
     /// XML-RPC `wp.uploadFile` of --file named --filename; --user goes in
     /// the call.
@@ -73,7 +73,9 @@ pub struct Args {
     #[arg(long)]
     filename: Option<String>,
     /// Content type of the file parts (formdata), of the body (raw), the
-    /// `type` member (xmlrpc) or the attachment (mtom).
+    /// `type` member (xmlrpc) or the attachment (mtom). Default: each
+    /// file's own, from its magic bytes, then its extension, else
+    /// application/octet-stream.
     #[arg(long)]
     content_type: Option<String>,
     /// A text field `name=value`; the value may use {seq} and {uuid}.
