@@ -833,3 +833,37 @@ fn targets_must_be_nodes_of_one_service() {
         "refused before any load"
     );
 }
+
+/// Issue 23: the closed-loop table read `latency  latency` (the header's
+/// first cell above a row named the same). The header names the columns
+/// (which view, then each percentile) and the one closed-loop row says
+/// what it measures; open loop keeps its two views.
+#[test]
+fn closed_loop_table_header_says_what_each_column_is_not_latency_latency() {
+    let server = TestServer::start(Behavior::default());
+    let mut o = quiet(&server.url("/"), ScenarioKind::Raw);
+    o.requests = Some(5);
+    o.connections = Some(1);
+    let table = bulkwire_load::output::table(&run(&o));
+    let lines: Vec<&str> = table.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("  latency "))
+        .unwrap_or_else(|| panic!("a latency header in\n{table}"));
+    let header: Vec<&str> = lines[at].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["latency", "p50", "p90", "p95", "p99", "max", "mean"]
+    );
+    let row = lines[at + 1];
+    assert!(row.starts_with("  send→answer "), "{table}");
+    assert_eq!(row.matches(" ms").count(), 6, "{row}");
+    assert_eq!(table.matches("latency").count(), 1, "{table}");
+
+    o.rate = Some(100.0);
+    let table = bulkwire_load::output::table(&run(&o));
+    assert!(
+        table.contains("\n  corrected  ") && table.contains("\n  uncorrected "),
+        "{table}"
+    );
+}
