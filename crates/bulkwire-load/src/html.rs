@@ -177,7 +177,7 @@ fn svg_open(width: f64, height: f64) -> String {
 /// The font size of every `<text>` (the page's CSS says so too).
 const FONT_PX: f64 = 11.0;
 
-/// An upper bound on `text`'s width at [`FONT_PX`] in a sans-serif font:
+/// An upper bound on `text`'s width at `FONT_PX` (11 px) in a sans-serif font:
 /// 0.9 em for capitals and the wide `m` and `w`, 0.65 em for the rest.
 /// DejaVu Sans, the widest common default, has digits of 0.64 em, most
 /// lower-case letters below 0.65 em and its widest capital at 0.86 em.
