@@ -180,7 +180,9 @@ const FONT_PX: f64 = 11.0;
 /// An upper bound on `text`'s width at `FONT_PX` (11 px) in a sans-serif font:
 /// 0.9 em for capitals and the wide `m` and `w`, 0.65 em for the rest.
 /// DejaVu Sans, the widest common default, has digits of 0.64 em, most
-/// lower-case letters below 0.65 em and its widest capital at 0.86 em.
+/// lower-case letters below 0.65 em and capitals up to 0.86 em (`W`, at
+/// 0.99, is the one wider, rare enough in a label to be made up for by the
+/// rest).
 pub fn text_width(text: &str) -> f64 {
     let em: f64 = text
         .chars()
