@@ -3,7 +3,9 @@
 //! `std::env::current_exe`) unless given `--server-cmd` or `--url`.
 //!
 //! Exit codes: 0 done (sweep: every upload succeeded), 1 the run could not
-//! be made, 2 (sweep) some uploads failed (the outputs are still written).
+//! be made (latency: also when no request of its first second got an
+//! answer), 2 (sweep) some uploads failed or (latency) the server stopped
+//! answering before the run ended (the outputs are still written).
 
 use bulkwire_load::bench::latency::{self, LatencyOptions};
 use bulkwire_load::bench::sweep::{self, parse_sizes, SweepOptions};
@@ -192,11 +194,17 @@ fn run_latency(a: LatencyArgs) -> Result<ExitCode, String> {
     o.start_wait = dur(&a.server.start_wait)?;
     o.threads = Some(a.threads.max(1));
     o.quiet = a.quiet;
-    let (_, files) = latency::run(&o).map_err(|e| e.to_string())?;
+    let (report, files) = latency::run(&o).map_err(|e| e.to_string())?;
     if !a.quiet {
         for f in files {
             println!("wrote {}", f.display());
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(match &report.stopped_answering {
+        Some(s) => {
+            eprintln!("bulkwire bench: {s}");
+            ExitCode::from(2)
+        }
+        None => ExitCode::SUCCESS,
+    })
 }

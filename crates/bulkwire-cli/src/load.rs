@@ -1,7 +1,11 @@
 //! `bulkwire load`: argument parsing only; the work is in `bulkwire_load`.
 //!
 //! Exit codes: 0 all thresholds passed, 99 a threshold failed (as k6),
-//! 1 the run could not be made (bad option, unreadable file, …).
+//! 2 the server stopped answering and had not come back when the run ended
+//! (the outputs are still written; 2 wins over 99), 1 the run could not be
+//! made (bad option, unreadable file, …) or nothing answered: no request
+//! of the first second got an answer, and the run was stopped at once
+//! (`connection refused: is a server listening on 127.0.0.1:8099?`).
 //!
 //! An error is a non-2xx answer, an XML-RPC or SOAP fault whatever its
 //! status, or a request without an answer; the summary breaks every answer
@@ -22,8 +26,8 @@ use std::time::Duration;
 enum Scenario {
     /// multipart/form-data (RFC 7578) from --field and --file.
     Formdata,
-    /// The --file bytes as the body, sent as --content-type (with --method
-    /// PUT for `PUT /v1/media/{name}`).
+    /// The --file bytes as the body, sent as --content-type or else as the
+    /// file's own type (with --method PUT for `PUT /v1/media/{name}`).
     Raw,
     /// XML-RPC `wp.uploadFile` of --file named --filename; --user goes in
     /// the call.
@@ -33,6 +37,11 @@ enum Scenario {
 }
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 done, every threshold passed; 99 a threshold failed; \
+2 the server stopped answering and had not come back when the run ended; 1 the run could \
+not be made, or nothing answered in its first second (it stops at once)."
+)]
 pub struct Args {
     /// Where to send, `http://host:port/path` (the first target). The path
     /// and query may use {seq} and {uuid}, rendered per request:
@@ -64,7 +73,9 @@ pub struct Args {
     #[arg(long)]
     filename: Option<String>,
     /// Content type of the file parts (formdata), of the body (raw), the
-    /// `type` member (xmlrpc) or the attachment (mtom).
+    /// `type` member (xmlrpc) or the attachment (mtom). Default: each
+    /// file's own, from its magic bytes, then its extension, else
+    /// application/octet-stream.
     #[arg(long)]
     content_type: Option<String>,
     /// A text field `name=value`; the value may use {seq} and {uuid}.
@@ -143,7 +154,6 @@ pub fn run(a: Args) -> ExitCode {
         }
     };
     match bulkwire_load::execute(&opts) {
-        Ok(out) if out.failed.is_empty() => ExitCode::SUCCESS,
         Ok(out) => {
             for t in &out.failed {
                 eprintln!(
@@ -151,7 +161,14 @@ pub fn run(a: Args) -> ExitCode {
                     t.threshold, t.actual, t.unit
                 );
             }
-            ExitCode::from(99)
+            if let Some(s) = &out.report.stopped_answering {
+                eprintln!("bulkwire load: {s}");
+                ExitCode::from(2)
+            } else if out.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(99)
+            }
         }
         Err(e) => {
             eprintln!("bulkwire load: {e}");

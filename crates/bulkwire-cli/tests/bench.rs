@@ -196,6 +196,36 @@ fn latency_runs_open_loop_and_writes_a_box_plot() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `bench latency` shares the load runner and checks one upload first:
+/// pointed at a port nothing listens on, it exits 1 naming the address
+/// (not a table of zeros), as `bulkwire load` does.
+#[test]
+fn bench_latency_with_no_server_listening_exits_non_zero_and_names_the_address() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = out_dir("latency-no-server");
+    let url = format!("http://127.0.0.1:{port}");
+    let out = bulkwire(&[
+        "bench",
+        "latency",
+        "--url",
+        &url,
+        "--duration",
+        "5s",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let want =
+        format!("bulkwire bench: connection refused: is a server listening on 127.0.0.1:{port}?");
+    assert!(err.starts_with(&want), "{err}");
+    assert!(!dir.join("latency.json").exists());
+}
+
 /// The Python peer of the XML-RPC sweep.
 #[cfg_attr(
     missing_python,

@@ -64,9 +64,14 @@ fn server_answering(answer: Answer) -> (String, Arc<AtomicU64>) {
 
 /// One connection: read a head, skip Content-Length bytes, answer; repeat.
 fn serve(tcp: TcpStream, count: &AtomicU64, answer: Answer) {
+    serve_upto(tcp, count, answer, u64::MAX);
+}
+
+/// [`serve`] until `count` reaches `max`, then close the connection.
+fn serve_upto(tcp: TcpStream, count: &AtomicU64, answer: Answer, max: u64) {
     let mut w = tcp.try_clone().unwrap();
     let mut r = BufReader::new(tcp);
-    loop {
+    while count.load(Ordering::Relaxed) < max {
         let mut len = 0u64;
         let mut line = String::new();
         loop {
@@ -361,6 +366,117 @@ fn passing_thresholds_exit_0_and_reports_are_written() {
     assert_eq!(j["bytes_sent"], 100 * 10_000);
     assert_eq!(j["thresholds"].as_array().unwrap().len(), 2);
     assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+}
+
+/// A port nothing listens on: bound, then dropped (very likely still free).
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Issue 23: `bulkwire load` with no server on the port printed thousands
+/// of "completed" requests at 0.00 ms and exited 0, so a CI script passed.
+/// Now it stops after the first second, exits 1 and says what to check,
+/// with no table of made-up completions. Closed loop here, open loop below.
+#[test]
+fn load_with_no_server_listening_exits_non_zero_and_names_the_address() {
+    let port = closed_port();
+    let url = format!("http://127.0.0.1:{port}/v1/media");
+    let out = bulkwire(&["load", &url, "--field", "a=b", "-d", "20s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let want =
+        format!("bulkwire load: connection refused: is a server listening on 127.0.0.1:{port}?");
+    assert!(err.starts_with(&want), "{err}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !table.contains("completed") && !table.contains("0.00 ms"),
+        "{table}"
+    );
+}
+
+#[test]
+fn load_at_a_fixed_rate_with_no_server_listening_exits_non_zero_and_names_the_address() {
+    let port = closed_port();
+    let url = format!("http://localhost:{port}/v1/media");
+    let json = tmp("no-server").join("r.json");
+    let out = bulkwire(&[
+        "load",
+        &url,
+        "--field",
+        "a=b",
+        "--rate",
+        "50/s",
+        "-d",
+        "20s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // The host as given, and the address it was resolved to.
+    let want = format!("connection refused: is a server listening on localhost:{port} (");
+    assert!(err.contains(&want), "{err}");
+    assert!(!json.exists(), "no report of a run that measured nothing");
+}
+
+/// The server answers 20 requests, then goes away for good: the run goes
+/// on to its end with the refusals counted as errors, and exits 2 saying
+/// the server stopped answering (no threshold needed); the JSON is written.
+#[test]
+fn load_exits_2_when_the_server_stopped_answering_before_the_end() {
+    let (url, answered) = server_that_goes_away(20);
+    let json = tmp("goes-away").join("r.json");
+    let out = bulkwire(&[
+        "load",
+        &url,
+        "--scenario",
+        "raw",
+        "--rate",
+        "100/s",
+        "-d",
+        "3s",
+        "-c",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bulkwire load: the server stopped answering: its last answer came "),
+        "{err}"
+    );
+    assert_eq!(answered.load(Ordering::Relaxed), 20);
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["completed"], 20, "{j}");
+    let no_answer = j["no_answer"].as_u64().unwrap();
+    assert_eq!(j["errors"].as_u64(), Some(no_answer));
+    assert_eq!(
+        j["stopped_answering"]["no_answer"].as_u64(),
+        Some(no_answer)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    let line = format!(", {no_answer} without an answer\n");
+    assert!(table.contains(&line), "{line} in\n{table}");
+}
+
+/// [`serve`] on one connection for `answers` requests, then the connection
+/// and the listener close: later connects are refused.
+fn server_that_goes_away(answers: u64) -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/up", listener.local_addr().unwrap());
+    let count = Arc::new(AtomicU64::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        drop(listener);
+        serve_upto(tcp, &counted, |_| every_4th_503(0), answers);
+    });
+    (url, count)
 }
 
 #[test]

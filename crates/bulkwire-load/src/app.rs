@@ -14,7 +14,7 @@ use crate::output::{progress_line, table};
 use crate::pattern::Pattern;
 use crate::runner::{self, Mode, Plan, Report};
 use crate::scenario::{
-    load_file, FileSpec, FormData, Mtom, Raw, Scenario, SoapUpload, UploadCall, XmlRpc,
+    load_file, media_type, FileSpec, FormData, Mtom, Raw, Scenario, SoapUpload, UploadCall, XmlRpc,
 };
 use crate::stats::Live;
 use crate::target::{same_service, Target};
@@ -54,7 +54,10 @@ pub struct Options {
     pub file_field: String,
     /// Filename pattern of the file parts (default: the file's name).
     pub filename: Option<String>,
-    /// File part content type (form-data) or body content type (raw).
+    /// File part content type (form-data), body content type (raw), the
+    /// `type` member (xmlrpc) or the attachment's type (mtom); without it,
+    /// each file's own ([`crate::scenario::media_type::guess`]: its magic
+    /// bytes, then its extension, else `application/octet-stream`).
     pub content_type: Option<String>,
     /// `name=value` text fields; values may hold `{seq}`/`{uuid}`.
     pub fields: Vec<String>,
@@ -233,9 +236,13 @@ fn targets(opts: &Options) -> Result<Vec<Target>> {
 fn scenario(opts: &Options) -> Result<Arc<dyn Scenario>> {
     match opts.scenario {
         ScenarioKind::Raw => {
-            let data = match &opts.files[..] {
-                [] => bytes::Bytes::new(),
-                [one] => load_file(one, &opts.limits)?,
+            let (data, guessed) = match &opts.files[..] {
+                [] => (bytes::Bytes::new(), None),
+                [one] => {
+                    let data = load_file(one, &opts.limits)?;
+                    let guessed = media_type::guess(one, &data);
+                    (data, Some(guessed))
+                }
                 _ => return Err(Error::config("the raw scenario takes one --file")),
             };
             if !opts.fields.is_empty() {
@@ -243,35 +250,32 @@ fn scenario(opts: &Options) -> Result<Arc<dyn Scenario>> {
                     "the raw scenario has no fields; use --header",
                 ));
             }
-            Ok(Arc::new(Raw::new(data, opts.content_type.as_deref())))
+            let content_type = opts.content_type.as_deref().or(guessed);
+            Ok(Arc::new(Raw::new(data, content_type)))
         }
         ScenarioKind::FormData => Ok(Arc::new(form(opts)?)),
         ScenarioKind::Xmlrpc => {
-            let (name, data) = one_file(opts, "xmlrpc")?;
+            let (name, data, content_type) = one_file(opts, "xmlrpc")?;
             let user = opts.user.as_deref().ok_or_else(|| {
                 Error::config("the xmlrpc scenario needs --user NAME:PASSWORD (sent in the call)")
             })?;
             let (u, p) = user.split_once(':').unwrap_or((user, ""));
             let mut call = UploadCall::new(u, p, name, data);
-            if let Some(ct) = &opts.content_type {
-                call.content_type.clone_from(ct);
-            }
+            call.content_type = content_type;
             Ok(Arc::new(XmlRpc::new(&call)?))
         }
         ScenarioKind::Mtom => {
-            let (name, data) = one_file(opts, "mtom")?;
+            let (name, data, content_type) = one_file(opts, "mtom")?;
             let mut up = SoapUpload::new(name, data);
-            if let Some(ct) = &opts.content_type {
-                up.content_type.clone_from(ct);
-            }
+            up.content_type = content_type;
             Ok(Arc::new(Mtom::new(&up)?))
         }
     }
 }
 
-/// The one `--file` of an upload call and its filename pattern (default:
-/// the file's own name).
-fn one_file(opts: &Options, scenario: &str) -> Result<(Pattern, bytes::Bytes)> {
+/// The one `--file` of an upload call: its filename pattern (default: the
+/// file's own name), its bytes and its type (default: its own).
+fn one_file(opts: &Options, scenario: &str) -> Result<(Pattern, bytes::Bytes, String)> {
     let [path] = &opts.files[..] else {
         return Err(Error::config(format!(
             "the {scenario} scenario takes one --file"
@@ -286,7 +290,17 @@ fn one_file(opts: &Options, scenario: &str) -> Result<(Pattern, bytes::Bytes)> {
         Some(f) => Pattern::parse(f)?,
         None => Pattern::parse(&default_name(path))?,
     };
-    Ok((name, load_file(path, &opts.limits)?))
+    let data = load_file(path, &opts.limits)?;
+    let content_type = type_of(opts, path, &data);
+    Ok((name, data, content_type))
+}
+
+/// `--content-type` if given, else the file's own type.
+fn type_of(opts: &Options, path: &std::path::Path, data: &[u8]) -> String {
+    match &opts.content_type {
+        Some(ct) => ct.clone(),
+        None => media_type::guess(path, data).into(),
+    }
 }
 
 /// A file's own name, braces escaped so it is taken literally.
@@ -319,11 +333,12 @@ fn form(opts: &Options) -> Result<FormData> {
     let mut files = Vec::new();
     for path in &opts.files {
         let filename = opts.filename.clone().unwrap_or_else(|| default_name(path));
+        let data = load_file(path, &opts.limits)?;
         files.push(FileSpec {
             field: opts.file_field.clone(),
             filename: Pattern::parse(&filename)?,
-            content_type: opts.content_type.clone(),
-            data: load_file(path, &opts.limits)?,
+            content_type: Some(type_of(opts, path, &data)),
+            data,
         });
     }
     FormData::new(&fields, &files)

@@ -17,6 +17,11 @@ pub enum ErrorKind {
     Io,
     /// A configured [`crate::Limits`] value was exceeded.
     Limit,
+    /// Nothing answered: no request of a run's first second got an answer
+    /// (refused, reset, timed out), so the run was stopped. The message
+    /// names the address and asks the likely question (`connection
+    /// refused: is a server listening on 127.0.0.1:8099?`).
+    Unreachable,
 }
 
 impl ErrorKind {
@@ -26,6 +31,7 @@ impl ErrorKind {
             ErrorKind::Config => "config",
             ErrorKind::Io => "io",
             ErrorKind::Limit => "limit",
+            ErrorKind::Unreachable => "unreachable",
         }
     }
 }
@@ -58,6 +64,10 @@ impl Error {
         Error::new(ErrorKind::Io, format!("{context}: {e}"))
     }
 
+    pub(crate) fn unreachable(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Unreachable, message)
+    }
+
     pub(crate) fn limit(limit: LimitKind, value: u64, what: impl Into<String>) -> Self {
         Error(Box::new(Inner {
             kind: ErrorKind::Limit,
@@ -86,6 +96,8 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0.limit {
             Some((l, v)) => write!(f, "limit {} = {} exceeded: {}", l.name(), v, self.0.message),
+            // The message starts with what happened (`connection refused: …`).
+            None if self.0.kind == ErrorKind::Unreachable => f.write_str(&self.0.message),
             None => write!(f, "{}: {}", self.0.kind.as_str(), self.0.message),
         }
     }

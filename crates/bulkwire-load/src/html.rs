@@ -5,6 +5,12 @@
 //!
 //! Axes are labelled at round values ([`ticks`]: steps of 1, 2 or 5 times a
 //! power of ten), and each axis is stretched to a tick at both ends.
+//!
+//! Every `<svg>` has a `viewBox`, and text must fit in it: with no font
+//! metrics at hand, [`text_width`] over-estimates a label's width, and the
+//! bar chart makes its margins (and, if need be, itself) wide enough for
+//! its widest labels (issue 23: a count of "1000" at the end of the longest
+//! bar was cut at the edge).
 
 use crate::output::table;
 use crate::runner::Report;
@@ -102,13 +108,21 @@ pub fn bar_chart(bars: &[(String, u64, &str)], xlabel: &str) -> String {
     };
     let xt = ticks(0.0, max as f64, MAX_TICK_STEPS);
     let top_tick = xt[xt.len() - 1];
-    // The labels take the left; the bars and the axis the rest.
-    let left = BAR_LABEL_W;
-    let x = |v: f64| left + v / top_tick * (W - left - M.1);
+    let step = xt.get(1).map_or(1.0, |t| t - xt[0]);
+    // The labels take the left, each count the room after its bar (the
+    // longest reaches the axis's end) and the last tick half its width;
+    // the bars and the axis the rest, at least BAR_MIN_W.
+    let widest =
+        |texts: &mut dyn Iterator<Item = String>| texts.map(|t| text_width(&t)).fold(0.0, f64::max);
+    let left = BAR_LABEL_W.max(widest(&mut bars.iter().map(|b| b.0.clone())) + 12.0);
+    let count_w = widest(&mut bars.iter().map(|b| b.1.to_string()));
+    let tick_w = text_width(&label(top_tick, step));
+    let right = M.1.max(count_w + 8.0).max(tick_w / 2.0 + 4.0);
+    let width = W.max(left + BAR_MIN_W + right);
+    let x = |v: f64| left + v / top_tick * (width - left - right);
     let row_h = 22.0;
     let height = M.2 + M.3 + row_h * bars.len() as f64;
-    let mut o =
-        format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{height}\">");
+    let mut o = svg_open(width, height);
     for (i, (label, n, color)) in bars.iter().enumerate() {
         let top = M.2 + row_h * i as f64;
         let _ = write!(
@@ -130,9 +144,8 @@ pub fn bar_chart(bars: &[(String, u64, &str)], xlabel: &str) -> String {
     let _ = write!(
         o,
         "<line x1=\"{left}\" y1=\"{bottom}\" x2=\"{}\" y2=\"{bottom}\" stroke=\"#000\"/>",
-        W - M.1
+        width - right
     );
-    let step = xt.get(1).map_or(1.0, |t| t - xt[0]);
     for &v in &xt {
         let _ = write!(
             o,
@@ -145,11 +158,40 @@ pub fn bar_chart(bars: &[(String, u64, &str)], xlabel: &str) -> String {
     let _ = writeln!(
         o,
         "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text></svg>",
-        (W + left) / 2.0,
+        (width - right + left) / 2.0,
         height - 8.0,
         esc(xlabel)
     );
     o
+}
+
+/// An `<svg>` start tag of this size, with the `viewBox` its text is laid
+/// out in.
+fn svg_open(width: f64, height: f64) -> String {
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\">"
+    )
+}
+
+/// The font size of every `<text>` (the page's CSS says so too).
+const FONT_PX: f64 = 11.0;
+
+/// An upper bound on `text`'s width at `FONT_PX` (11 px) in a sans-serif font:
+/// 0.9 em for capitals and the wide `m` and `w`, 0.65 em for the rest.
+/// DejaVu Sans, the widest common default, has digits of 0.64 em, most
+/// lower-case letters below 0.65 em and capitals up to 0.86 em (`W`, at
+/// 0.99, is the one wider, rare enough in a label to be made up for by the
+/// rest).
+pub fn text_width(text: &str) -> f64 {
+    let em: f64 = text
+        .chars()
+        .map(|c| match c {
+            'A'..='Z' | 'm' | 'w' => 0.9,
+            _ => 0.65,
+        })
+        .sum();
+    em * FONT_PX
 }
 
 fn timeline(r: &Report) -> String {
@@ -194,8 +236,10 @@ fn percentiles(r: &Report) -> String {
     )
 }
 
-/// Room for the bar labels of [`bar_chart`].
+/// Room for the bar labels of [`bar_chart`], at least.
 const BAR_LABEL_W: f64 = 180.0;
+/// The bars' and axis's width in [`bar_chart`], at least.
+const BAR_MIN_W: f64 = 240.0;
 
 /// Most intervals between ticks on an axis.
 const MAX_TICK_STEPS: usize = 6;
@@ -323,7 +367,7 @@ pub fn lines(xlabel: &str, ylabel: &str, series: &[Series<'_>], from_zero: bool)
         y0: yt[0],
         y1: yt[yt.len() - 1],
     };
-    let mut o = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\">");
+    let mut o = svg_open(W, H);
     axes(&mut o, &s, &xt, &yt, xlabel, ylabel);
     for (i, (name, color, pts)) in series.iter().enumerate() {
         let path: Vec<String> = pts
@@ -353,7 +397,7 @@ pub fn boxes(views: &[(&str, &Latency)]) -> String {
         .fold(0.0, f64::max)
         .max(1e-3);
     let xt = ticks(0.0, top, MAX_TICK_STEPS);
-    let mut o = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\">");
+    let mut o = svg_open(W, H);
     let s = Scale {
         x0: 0.0,
         x1: xt[xt.len() - 1],
@@ -452,6 +496,109 @@ mod tests {
         assert_eq!(labels, ["0.0", "0.1", "0.2", "0.3", "0.4"]);
         assert_eq!(label(1500.0, 500.0), "1500");
         assert_eq!(label(0.05, 0.05), "0.05");
+    }
+
+    /// `(viewBox width, height)` of an `<svg>`.
+    fn view_box(svg: &str) -> (f64, f64) {
+        let v = svg.split("viewBox=\"").nth(1).expect("a viewBox");
+        let n: Vec<f64> = v[..v.find('"').unwrap()]
+            .split(' ')
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(&n[..2], [0.0, 0.0]);
+        (n[2], n[3])
+    }
+
+    /// Every `<text>`'s text and its horizontal extent, from its `x`, its
+    /// anchor and [`text_width`] (rotated text aside).
+    fn text_extents(svg: &str) -> Vec<(String, f64, f64)> {
+        let mut out = Vec::new();
+        for piece in svg.split("<text ").skip(1) {
+            let (attrs, rest) = piece.split_once('>').unwrap();
+            if attrs.contains("rotate(") {
+                continue;
+            }
+            let text = rest[..rest.find("</text>").unwrap()]
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&");
+            let attr = |name: &str| {
+                let v = attrs.split(&format!("{name}=\"")).nth(1)?;
+                Some(v[..v.find('"').unwrap()].to_owned())
+            };
+            let x: f64 = attr("x").unwrap().parse().unwrap();
+            let w = text_width(&text);
+            let (from, to) = match attr("text-anchor").as_deref() {
+                Some("end") => (x - w, x),
+                Some("middle") => (x - w / 2.0, x + w / 2.0),
+                _ => (x, x + w),
+            };
+            out.push((text, from, to));
+        }
+        out
+    }
+
+    fn assert_text_fits(svg: &str) {
+        let (width, _) = view_box(svg);
+        let texts = text_extents(svg);
+        assert!(!texts.is_empty(), "{svg}");
+        for (text, from, to) in texts {
+            assert!(
+                from >= 0.0 && to <= width,
+                "{text:?} spans {from:.1}..{to:.1} of 0..{width}:\n{svg}"
+            );
+        }
+    }
+
+    /// Issue 23: with 1,000 answers of one status, the axis ends at 1000
+    /// and so does the longest bar; its count "1000" was drawn after it,
+    /// past the SVG's right edge.
+    #[test]
+    fn a_wide_status_label_fits_in_the_bar_charts_view_box() {
+        let bars = vec![("status 200".to_string(), 1000, "#2a7")];
+        let svg = bar_chart(&bars, "requests");
+        assert!(svg.contains(">1000</text>"), "{svg}");
+        assert_text_fits(&svg);
+        assert_eq!(view_box(&svg).0, W, "room enough without widening");
+        // Wider still: a long fault code on the left, an eight-digit count.
+        let bars = vec![
+            ("status 200".to_string(), 12_345_678, "#2a7"),
+            (
+                "fault soap:Client.Authentication.FailedCheckFAILED".to_string(),
+                3,
+                "#c22",
+            ),
+            ("no answer: connect-timeout".to_string(), 10_000_000, "#888"),
+        ];
+        let svg = bar_chart(&bars, "requests");
+        assert_text_fits(&svg);
+    }
+
+    #[test]
+    fn text_width_is_not_under_dejavu_sans() {
+        // DejaVu Sans advance widths (em): digits 0.636, `s` 0.521, `M`
+        // 0.863, `W` 0.989 (the one glyph past 0.9, said so).
+        let em = |t: &str| text_width(t) / FONT_PX;
+        assert!(em("1000") >= 4.0 * 0.636);
+        assert!(em("status") >= 6.0 * 0.6);
+        assert!(em("MMM") >= 3.0 * 0.863);
+    }
+
+    #[test]
+    fn plots_and_boxes_keep_their_text_in_their_view_box() {
+        let pts: Vec<(f64, f64)> = (0..30).map(|i| (i as f64, 99_999.0 * i as f64)).collect();
+        assert_text_fits(&lines(
+            "seconds",
+            "requests/s",
+            &[("uncorrected", "#27c", &pts)],
+            true,
+        ));
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        for v in [900_000u64, 1_000_000, 2_000_000] {
+            h.record(v).unwrap();
+        }
+        let l = crate::stats::latency(&h);
+        assert_text_fits(&boxes(&[("corrected", &l), ("uncorrected", &l)]));
     }
 
     #[test]

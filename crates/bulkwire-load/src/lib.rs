@@ -16,7 +16,13 @@
 //! - What counts as an error: a non-2xx answer, an XML-RPC or SOAP fault
 //!   whatever its status (found in the first bytes of an XML answer,
 //!   [`fault`]), and a request without an answer; the report breaks every
-//!   answer down by status and every fault by code.
+//!   answer down by status and every fault by code. Only answers are
+//!   *completed* (with a latency, in req/s); a request without one is an
+//!   error by reason.
+//! - [`verdict`]: a run none of whose first second's requests got an
+//!   answer stops at once with an error naming the address (`connection
+//!   refused: is a server listening on 127.0.0.1:8099?`); a run that ends
+//!   with the server no longer answering says so in its report.
 //! - [`stats`]: HdrHistogram percentiles and a per-second timeline;
 //!   [`memory`]: the server's RSS from `/proc` or `/metrics`;
 //!   [`threshold`]: pass/fail criteria; [`output`] and [`html`]: table,
@@ -45,6 +51,7 @@ pub mod stats;
 pub mod target;
 pub mod threshold;
 pub mod units;
+pub mod verdict;
 mod wire;
 
 pub use app::{execute, Options, Outcome, ScenarioKind};

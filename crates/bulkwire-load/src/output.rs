@@ -34,6 +34,9 @@ pub fn table(r: &Report) -> String {
     head(&mut o, r);
     latency(&mut o, r);
     outcomes(&mut o, r);
+    if let Some(s) = &r.stopped_answering {
+        let _ = writeln!(o, "  LOST      {s}");
+    }
     for t in &r.targets {
         let s = if t.connections == 1 { "" } else { "s" };
         let _ = writeln!(
@@ -77,11 +80,17 @@ fn head(o: &mut String, r: &Report) {
         "{} {} {} — {pace}, {} connection{s}",
         r.scenario, r.method, r.url, r.connections
     );
-    let _ = writeln!(
+    // Completed means answered: a request without an answer is an error,
+    // said here beside the count rather than hidden in it.
+    let _ = write!(
         o,
         "  requests  {} sent, {} completed in {:.2} s: {:.1} req/s",
         r.sent, r.completed, r.elapsed_s, r.rps
     );
+    if r.no_answer > 0 {
+        let _ = write!(o, ", {} without an answer", r.no_answer);
+    }
+    o.push('\n');
     let _ = writeln!(
         o,
         "  bytes     sent {} ({}/s), received {} ({}/s), bodies only",
@@ -92,9 +101,16 @@ fn head(o: &mut String, r: &Report) {
     );
 }
 
-/// Latency percentiles (both views in open loop) and late sends.
+/// Latency percentiles (both views in open loop) and late sends; none
+/// when nothing was answered (there is no latency to show, and zeros would
+/// read as a fast server).
 fn latency(o: &mut String, r: &Report) {
-    // Each name right-aligned over its column's numbers (see `row`).
+    if r.completed == 0 {
+        let _ = writeln!(o, "  latency   none: no request got an answer");
+        return;
+    }
+    // The first column names each row's view; each percentile's name is
+    // right-aligned over its column's numbers (see `row`).
     let _ = write!(o, "  {:<12}", "latency");
     for name in ["p50", "p90", "p95", "p99", "max", "mean"] {
         let _ = write!(o, " {name:>8}   ");
@@ -109,14 +125,17 @@ fn latency(o: &mut String, r: &Report) {
             r.late.count, r.late.after_ms, r.late.max_ms
         );
     } else {
-        row(o, "latency", &r.uncorrected);
+        // Closed loop has no schedule: the one view is send to answer.
+        row(o, "send→answer", &r.uncorrected);
     }
 }
 
 /// Every answer by status, faults by code, failures by reason, and the
 /// errors they add up to.
 fn outcomes(o: &mut String, r: &Report) {
-    let share = |n: u64| 100.0 * n as f64 / r.completed.max(1) as f64;
+    // Shares of every request that ended, answered or not.
+    let ended = r.completed + r.no_answer;
+    let share = |n: u64| 100.0 * n as f64 / ended.max(1) as f64;
     let list = |o: &mut String, label: &str, counts: &BTreeMap<String, u64>| {
         if counts.is_empty() {
             return;
@@ -132,7 +151,7 @@ fn outcomes(o: &mut String, r: &Report) {
     list(o, "faults", &r.by_fault);
     list(o, "no answer", &r.by_error);
     // Disjoint: a fault with a 500 status counts as a fault only.
-    let no_answer: u64 = r.by_error.values().sum();
+    let no_answer = r.no_answer;
     let other = r.errors.saturating_sub(r.faults + no_answer);
     let _ = writeln!(
         o,

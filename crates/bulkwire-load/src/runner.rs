@@ -22,6 +22,12 @@
 //! A run stops issuing at `duration` or after `requests` tickets, whichever
 //! comes first, and waits for requests in flight (each bounded by `timeout`).
 //!
+//! **Nothing to measure** ([`crate::verdict`]): a run none of whose first
+//! second's requests got an answer is stopped at once with an error that
+//! names the address (`connection refused: is a server listening on …?`);
+//! a server that stops answering later does not stop the run, and the
+//! report says so when the run ended without it ([`Report::stopped_answering`]).
+//!
 //! **Several targets** ([`run_targets`]: nodes of one service, same path and
 //! query) are balanced per connection, round-robin, as an L4 balancer does:
 //! connection *i* goes to target *i mod n* for the whole run (`deal`).
@@ -48,6 +54,7 @@ use crate::scenario::Scenario;
 use crate::stats::{Bucket, Latency, Live, Outcome, Recorder, Sample};
 use crate::target::{same_service, Target};
 use crate::threshold::ThresholdResult;
+use crate::verdict::{self, FirstSecond, StoppedAnswering, Tried};
 use crate::wire::{push_decimal, Wire};
 use http::header::{HeaderName, HeaderValue};
 use rand::SeedableRng;
@@ -56,7 +63,7 @@ use std::collections::BTreeMap;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -166,14 +173,18 @@ pub struct Report {
     pub elapsed_s: f64,
     /// Requests issued.
     pub sent: u64,
-    /// Requests finished (answered or failed).
+    /// Requests answered, whatever the status (faults included): only these
+    /// have a latency and count in `rps`.
     pub completed: u64,
+    /// Requests that ended without an answer (refused, reset, timed out; by
+    /// reason in `by_error`): errors, never completions.
+    pub no_answer: u64,
     /// 2xx answers that were not faults.
     pub ok: u64,
     /// Everything else: other statuses, faults (whatever their status) and
-    /// failures without an answer.
+    /// requests without an answer.
     pub errors: u64,
-    /// `errors / completed`.
+    /// `errors / (completed + no_answer)`: of every request that ended.
     pub error_rate: f64,
     /// Every answer by HTTP status, faults included.
     pub by_status: BTreeMap<String, u64>,
@@ -185,7 +196,7 @@ pub struct Report {
     /// Requests without an answer, by reason: `connect`, `connect-timeout`,
     /// `io`, `timeout`, `render`.
     pub by_error: BTreeMap<String, u64>,
-    /// Completed per second of `elapsed_s`.
+    /// Answers per second of `elapsed_s`.
     pub rps: f64,
     /// Request body bytes sent (headers not counted).
     pub bytes_sent: u64,
@@ -198,6 +209,10 @@ pub struct Report {
     /// From the actual send.
     pub uncorrected: Latency,
     pub late: Late,
+    /// Set when the run ended on a second or more of requests without an
+    /// answer: the server went away and did not come back
+    /// ([`crate::verdict`]); `bulkwire load` then exits non-zero.
+    pub stopped_answering: Option<StoppedAnswering>,
     /// Per second, by completion time, of the corrected view.
     pub timeline: Vec<Bucket>,
     pub timeline_truncated: bool,
@@ -219,9 +234,9 @@ pub struct TargetCounts {
     pub url: String,
     /// Connections dealt to it.
     pub connections: usize,
-    /// Requests finished on its connections (answered or failed).
+    /// Requests answered on its connections (whatever the status).
     pub requests: u64,
-    /// Those that got no 2xx answer.
+    /// Non-2xx answers, faults and requests that got no answer.
     pub errors: u64,
     /// `requests` per second of the run's `elapsed_s`.
     pub rps: f64,
@@ -253,6 +268,10 @@ struct Ctx {
     next: AtomicU64,
     start: Instant,
     end: Option<Instant>,
+    first: FirstSecond,
+    /// Set to true to call the run off: every client thread drops its
+    /// connections, requests in flight included.
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// One target as its connections use it.
@@ -268,9 +287,13 @@ struct Node {
     dynamic: Vec<(HeaderName, Pattern)>,
     /// Connections dealt to it.
     connections: usize,
-    /// Added to by each of its connections once, when it ends.
+    /// Added to by each of its connections once, when it ends: answers, and
+    /// errors (with the requests that got no answer).
     completed: AtomicU64,
     errors: AtomicU64,
+    /// The first failed connect's error, for the message when nothing
+    /// answers.
+    connect_error: OnceLock<std::io::Error>,
 }
 
 /// Runs `plan` against `target` on [`Plan::threads`] client threads, and
@@ -322,6 +345,7 @@ pub async fn run_targets(
                 dynamic,
                 completed: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
+                connect_error: OnceLock::new(),
             }
         })
         .collect();
@@ -339,6 +363,8 @@ pub async fn run_targets(
         live,
         next: AtomicU64::new(0),
         start,
+        first: FirstSecond::new(start),
+        stop: tokio::sync::watch::channel(false).0,
     });
     // Each thread's runtime reports back here; a panic drops its sender.
     let mut done = Vec::with_capacity(threads);
@@ -351,11 +377,40 @@ pub async fn run_targets(
             .map_err(|e| Error::io("client thread", e))?;
         done.push(rx);
     }
-    for rx in done {
-        rx.await
-            .map_err(|_| Error::io("client thread", "panicked"))??;
+    let threads = async {
+        for rx in done {
+            rx.await
+                .map_err(|_| Error::io("client thread", "panicked"))??;
+        }
+        Ok::<_, Error>(())
+    };
+    tokio::pin!(threads);
+    tokio::select! {
+        r = &mut threads => r?,
+        () = verdict::nothing_answered(&ctx.first, &ctx.live) => {
+            ctx.stop.send_replace(true);
+            threads.await?;
+            return Err(unreachable(&ctx));
+        }
+    }
+    // A run shorter than its first second, or one whose every request
+    // timed out, may end before the verdict above: the same rule.
+    if ctx.live.completed.load(Ordering::Acquire) == 0
+        && ctx.live.errors.load(Ordering::Acquire) > 0
+    {
+        return Err(unreachable(&ctx));
     }
     Ok(report(&ctx))
+}
+
+/// The error of a run nothing answered, from what its connections saw.
+fn unreachable(ctx: &Ctx) -> Error {
+    verdict::unreachable(&Tried {
+        places: ctx.nodes.iter().map(|n| n.target.place()).collect(),
+        connect_error: ctx.nodes.iter().find_map(|n| n.connect_error.get()),
+        by_error: ctx.rec.by_error(),
+        timeout: ctx.plan.timeout,
+    })
 }
 
 /// Each client thread's connections, as the target index of each: threads
@@ -388,14 +443,23 @@ fn client_thread(ctx: Arc<Ctx>, conns: Vec<usize>) -> Result<()> {
         .build()
         .map_err(|e| Error::io("tokio runtime", e))?;
     rt.block_on(async {
-        let tasks: Vec<_> = conns
-            .into_iter()
-            .map(|node| tokio::spawn(worker(ctx.clone(), node)))
-            .collect();
-        for t in tasks {
-            t.await.map_err(|e| Error::io("connection task", e))?;
+        let mut tasks = tokio::task::JoinSet::new();
+        for node in conns {
+            tasks.spawn(worker(ctx.clone(), node));
         }
-        Ok(())
+        let mut stop = ctx.stop.subscribe();
+        let all = async {
+            while let Some(t) = tasks.join_next().await {
+                t.map_err(|e| Error::io("connection task", e))?;
+            }
+            Ok(())
+        };
+        tokio::select! {
+            r = all => r,
+            // Called off: the tasks are dropped with the set, mid-request
+            // or not (the run's report is not made).
+            _ = stop.wait_for(|stop| *stop) => Ok(()),
+        }
     })
 }
 
@@ -488,7 +552,16 @@ fn report(ctx: &Ctx) -> Report {
             0.0
         }
     };
-    let errors = t.completed - t.ok;
+    let ended = t.completed + t.no_answer;
+    let errors = ended - t.ok;
+    let since_start = |i: Option<std::time::Instant>| {
+        i.map(|i| i.saturating_duration_since(ctx.start.into_std()))
+    };
+    let stopped_answering = verdict::stopped_answering(
+        since_start(t.last_answer),
+        since_start(t.last_done),
+        t.no_answer_since,
+    );
     let targets = match &ctx.nodes[..] {
         [_] => Vec::new(),
         nodes => nodes
@@ -521,10 +594,11 @@ fn report(ctx: &Ctx) -> Report {
         elapsed_s: elapsed,
         sent,
         completed: t.completed,
+        no_answer: t.no_answer,
         ok: t.ok,
         errors,
-        error_rate: if t.completed > 0 {
-            errors as f64 / t.completed as f64
+        error_rate: if ended > 0 {
+            errors as f64 / ended as f64
         } else {
             0.0
         },
@@ -544,6 +618,7 @@ fn report(ctx: &Ctx) -> Report {
             after_ms: ctx.plan.late_after.as_secs_f64() * 1000.0,
             max_ms: t.late_max_ms,
         },
+        stopped_answering,
         timeline: t.timeline,
         timeline_truncated: t.timeline_truncated,
         memory: None,
@@ -578,7 +653,7 @@ struct Worker {
     ctx: Arc<Ctx>,
     /// Index of its target in `ctx.nodes`.
     node: usize,
-    /// Requests finished and failed on this connection, added to its
+    /// Requests answered and failed on this connection, added to its
     /// node's counters at the end.
     completed: u64,
     errors: u64,
@@ -613,6 +688,7 @@ async fn worker(ctx: Arc<Ctx>, node: usize) {
         }
         let sent = Instant::now();
         w.ctx.live.sent.fetch_add(1, Ordering::Relaxed);
+        let first = w.ctx.first.sent(sent);
         let vars = Vars::new(seq, &mut rng);
         let (outcome, up, down) = match ready {
             Ok(()) => w.exchange(&vars, sent).await,
@@ -628,7 +704,10 @@ async fn worker(ctx: Arc<Ctx>, node: usize) {
         };
         w.ctx.rec.record(&sample);
         count_live(&w.ctx.live, &sample);
-        w.completed += 1;
+        if first {
+            w.ctx.first.ended();
+        }
+        w.completed += u64::from(sample.outcome.answered());
         w.errors += u64::from(!sample.outcome.is_ok());
     }
     let node = w.node();
@@ -637,7 +716,9 @@ async fn worker(ctx: Arc<Ctx>, node: usize) {
 }
 
 fn count_live(live: &Live, s: &Sample) {
-    live.completed.fetch_add(1, Ordering::Relaxed);
+    if s.outcome.answered() {
+        live.completed.fetch_add(1, Ordering::Relaxed);
+    }
     live.bytes_sent.fetch_add(s.bytes_sent, Ordering::Relaxed);
     if !s.outcome.is_ok() {
         live.errors.fetch_add(1, Ordering::Relaxed);
@@ -658,11 +739,15 @@ impl Worker {
         }
         self.conn = None;
         match tokio::time::timeout(self.ctx.plan.timeout, connect(self.node().target.addr)).await {
-            Ok(Some(c)) => {
+            Ok(Ok(c)) => {
                 self.conn = Some(c);
                 Ok(())
             }
-            Ok(None) => Err("connect"),
+            Ok(Err(e)) => {
+                // Kept once, for the message if nothing ever answers.
+                let _ = self.node().connect_error.set(e);
+                Err("connect")
+            }
             Err(_) => Err("connect-timeout"),
         }
     }
@@ -708,10 +793,10 @@ impl Worker {
     }
 }
 
-async fn connect(addr: std::net::SocketAddr) -> Option<Wire> {
-    let tcp = TcpStream::connect(addr).await.ok()?;
-    tcp.set_nodelay(true).ok()?;
-    Some(Wire::new(tcp))
+async fn connect(addr: std::net::SocketAddr) -> std::io::Result<Wire> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    Ok(Wire::new(tcp))
 }
 
 /// Runs `f` until `deadline`; `None` if it was not done by then.

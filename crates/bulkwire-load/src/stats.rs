@@ -7,6 +7,10 @@
 //! Two latency views are kept for every response (see the crate docs):
 //! *corrected*, from the request's intended send time (open loop), and
 //! *uncorrected*, from the moment it was actually handed to the connection.
+//!
+//! Only answers are *completed*: they alone have a latency and count
+//! towards req/s. A request that got no answer (refused, reset, timed out)
+//! is an error counted by reason, never a completion with a latency of 0.
 
 use crate::fault::Fault;
 use hdrhistogram::Histogram;
@@ -64,7 +68,9 @@ pub struct Sample {
 #[derive(Debug, Default)]
 pub struct Live {
     pub sent: AtomicU64,
+    /// Requests answered (whatever the status).
     pub completed: AtomicU64,
+    /// Non-2xx answers, faults and requests without an answer.
     pub errors: AtomicU64,
     pub bytes_sent: AtomicU64,
 }
@@ -74,7 +80,9 @@ pub struct Live {
 pub struct Bucket {
     /// Seconds since the start of the run.
     pub t: u64,
+    /// Answers (whatever their status) that came in this second.
     pub count: u64,
+    /// Non-2xx answers, faults and requests without an answer.
     pub errors: u64,
     pub p50_ms: f64,
     pub p90_ms: f64,
@@ -114,7 +122,10 @@ struct Stats {
     uncorrected: Histogram<u64>,
     late: u64,
     late_max: Duration,
+    /// Answers, whatever their status.
     completed: u64,
+    /// Requests that ended without an answer.
+    no_answer: u64,
     ok: u64,
     by_status: BTreeMap<u16, u64>,
     by_fault: BTreeMap<Fault, u64>,
@@ -123,6 +134,9 @@ struct Stats {
     bytes_sent: u64,
     bytes_received: u64,
     last_done: Option<Instant>,
+    last_answer: Option<Instant>,
+    /// Requests without an answer that ended after `last_answer`.
+    no_answer_since: u64,
     second: Second,
     timeline: Vec<Bucket>,
     timeline_truncated: bool,
@@ -161,6 +175,7 @@ impl Recorder {
                 late: 0,
                 late_max: Duration::ZERO,
                 completed: 0,
+                no_answer: 0,
                 ok: 0,
                 by_status: BTreeMap::new(),
                 by_fault: BTreeMap::new(),
@@ -169,6 +184,8 @@ impl Recorder {
                 bytes_sent: 0,
                 bytes_received: 0,
                 last_done: None,
+                last_answer: None,
+                no_answer_since: 0,
                 second: Second::new(0),
                 timeline: Vec::new(),
                 timeline_truncated: false,
@@ -188,8 +205,8 @@ impl Recorder {
         if t > st.second.t {
             st.roll(t, self.timeline_cap);
         }
-        st.second.count += 1;
         if s.outcome.answered() {
+            st.second.count += 1;
             let c = micros(s.done.saturating_duration_since(s.intended));
             let u = micros(s.done.saturating_duration_since(s.sent));
             // Values are clamped into the histogram's range, so this holds.
@@ -202,6 +219,13 @@ impl Recorder {
         }
     }
 
+    /// Requests without an answer so far, by reason (for a message while
+    /// the run goes on).
+    pub(crate) fn by_error(&self) -> BTreeMap<&'static str, u64> {
+        let st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        st.by_error.clone()
+    }
+
     pub(crate) fn finish(&self) -> Totals {
         let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let t = st.second.t + 1;
@@ -212,6 +236,7 @@ impl Recorder {
             late: st.late,
             late_max_ms: st.late_max.as_secs_f64() * 1000.0,
             completed: st.completed,
+            no_answer: st.no_answer,
             ok: st.ok,
             by_status: st
                 .by_status
@@ -233,6 +258,8 @@ impl Recorder {
             bytes_sent: st.bytes_sent,
             bytes_received: st.bytes_received,
             last_done: st.last_done,
+            last_answer: st.last_answer,
+            no_answer_since: st.no_answer_since,
             timeline: std::mem::take(&mut st.timeline),
             timeline_truncated: st.timeline_truncated,
         }
@@ -241,10 +268,13 @@ impl Recorder {
 
 impl Stats {
     fn count(&mut self, s: &Sample) {
-        self.completed += 1;
         match s.outcome {
-            Outcome::Status(code) => *self.by_status.entry(code).or_default() += 1,
+            Outcome::Status(code) => {
+                self.completed += 1;
+                *self.by_status.entry(code).or_default() += 1;
+            }
             Outcome::Fault(code, fault) => {
+                self.completed += 1;
                 *self.by_status.entry(code).or_default() += 1;
                 let known = self.by_fault.len() < FAULT_CODES;
                 match self.by_fault.get_mut(&fault) {
@@ -253,7 +283,10 @@ impl Stats {
                     None => self.other_faults += 1,
                 }
             }
-            Outcome::Failed(why) => *self.by_error.entry(why).or_default() += 1,
+            Outcome::Failed(why) => {
+                self.no_answer += 1;
+                *self.by_error.entry(why).or_default() += 1;
+            }
         }
         if s.outcome.is_ok() {
             self.ok += 1;
@@ -261,6 +294,12 @@ impl Stats {
         self.bytes_sent += s.bytes_sent;
         self.bytes_received += s.bytes_received;
         self.last_done = self.last_done.max(Some(s.done));
+        let latest = Some(s.done) > self.last_answer;
+        match s.outcome.answered() {
+            true if latest => (self.last_answer, self.no_answer_since) = (Some(s.done), 0),
+            false if latest => self.no_answer_since += 1,
+            _ => {}
+        }
     }
 
     /// Closes the current second (and any empty ones before `t`).
@@ -314,7 +353,10 @@ pub(crate) struct Totals {
     pub uncorrected: Latency,
     pub late: u64,
     pub late_max_ms: f64,
+    /// Answers, whatever their status.
     pub completed: u64,
+    /// Requests that ended without an answer.
+    pub no_answer: u64,
     pub ok: u64,
     pub by_status: BTreeMap<String, u64>,
     pub faults: u64,
@@ -323,6 +365,9 @@ pub(crate) struct Totals {
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub last_done: Option<Instant>,
+    pub last_answer: Option<Instant>,
+    /// Requests without an answer that ended after `last_answer`.
+    pub no_answer_since: u64,
     pub timeline: Vec<Bucket>,
     pub timeline_truncated: bool,
 }
@@ -402,7 +447,7 @@ mod tests {
         );
         assert_eq!(t.late, 1);
         assert!((t.late_max_ms - 500.0).abs() < 0.01);
-        assert_eq!((t.completed, t.ok), (3, 1));
+        assert_eq!((t.completed, t.no_answer, t.ok), (2, 1, 1));
         assert_eq!(t.by_status.get("503"), Some(&1));
         assert_eq!(t.by_error.get("timeout"), Some(&1));
         assert_eq!(t.bytes_sent, 30);
@@ -411,7 +456,24 @@ mod tests {
             .iter()
             .map(|b| (b.t, b.count, b.errors))
             .collect();
-        assert_eq!(counts, [(0, 1, 0), (1, 1, 1), (2, 1, 1)]);
+        // The timeout is an error of its second, not a completion.
+        assert_eq!(counts, [(0, 1, 0), (1, 1, 1), (2, 0, 1)]);
+    }
+
+    #[test]
+    fn a_request_without_an_answer_is_an_error_never_a_completion() {
+        let start = Instant::now();
+        let r = Recorder::new(start, Duration::from_millis(10), 100);
+        for _ in 0..3 {
+            r.record(&sample(start, 0, 0, 0, Outcome::Failed("connect")));
+        }
+        let t = r.finish();
+        assert_eq!((t.completed, t.no_answer, t.ok), (0, 3, 0));
+        assert_eq!(t.by_error.get("connect"), Some(&3));
+        assert_eq!(t.corrected.count, 0, "no latency without an answer");
+        assert!(t.corrected.spectrum.is_empty());
+        let b = &t.timeline[0];
+        assert_eq!((b.count, b.errors), (0, 3));
     }
 
     #[test]

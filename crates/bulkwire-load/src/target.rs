@@ -91,6 +91,24 @@ impl Target {
         self.header(n, v)
     }
 
+    /// Where requests go, for messages: the URL's `host:port`, and the
+    /// address it resolved to when that differs (`localhost:8099
+    /// (127.0.0.1:8099)`).
+    pub fn place(&self) -> String {
+        let host = self.host.to_str().unwrap_or_default();
+        let addr = self.addr.to_string();
+        // The host as given, with the port it implies.
+        let given = match host.rsplit_once(':') {
+            Some((_, port)) if !port.contains(']') => host.to_owned(),
+            _ => format!("{host}:{}", self.addr.port()),
+        };
+        if given == addr {
+            addr
+        } else {
+            format!("{given} ({addr})")
+        }
+    }
+
     /// `Authorization: Bearer T`.
     pub fn bearer(&mut self, token: &str) -> Result<&mut Self> {
         self.header("authorization", &escape(&format!("Bearer {token}")))
@@ -119,6 +137,11 @@ pub fn same_service(targets: &[Target]) -> Result<()> {
         ))),
         None => Ok(()),
     }
+}
+
+/// What a refused connection most likely means, naming where it went.
+pub fn refused(place: &str) -> String {
+    format!("connection refused: is a server listening on {place}?")
 }
 
 /// The variables' values a pattern is checked with at start-up.
@@ -179,6 +202,17 @@ mod tests {
         let t = Target::resolve("http://127.0.0.1").unwrap();
         assert_eq!(t.addr.port(), 80);
         assert_eq!(t.path, "/");
+        assert_eq!(t.place(), "127.0.0.1:80");
+    }
+
+    #[test]
+    fn a_place_names_the_host_as_given_and_the_address_tried() {
+        let t = Target::resolve("http://127.0.0.1:8099/v1/media").unwrap();
+        assert_eq!(t.place(), "127.0.0.1:8099");
+        let t = Target::resolve("http://localhost:8099/v1/media").unwrap();
+        let place = t.place();
+        assert!(place.starts_with("localhost:8099 ("), "{place}");
+        assert!(place.ends_with(&format!("{})", t.addr)), "{place}");
     }
 
     #[test]

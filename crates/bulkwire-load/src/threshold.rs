@@ -4,10 +4,10 @@
 //! - latency: `p50`, `p90`, `p95`, `p99`, `p99.9`, `max`, `mean`, `min`, of
 //!   the corrected view, or `uncorrected.p95` etc.; VALUE a duration
 //!   (`50ms`, `1s`; a bare number is milliseconds).
-//! - `errors`, `late`: a percentage of completed requests (`0.1%`) or a
-//!   count. Errors are non-2xx answers, XML-RPC and SOAP faults (whatever
-//!   their status) and requests without an answer.
-//! - `rps`: completed requests per second.
+//! - `errors`, `late`: a percentage of the requests that ended, answered
+//!   or not (`0.1%`), or a count. Errors are non-2xx answers, XML-RPC and
+//!   SOAP faults (whatever their status) and requests without an answer.
+//! - `rps`: answers per second (requests without an answer do not count).
 //!
 //! Any failed threshold makes `bulkwire load` exit with code 99.
 
@@ -93,7 +93,7 @@ impl Threshold {
     pub fn check(&self, r: &Report) -> ThresholdResult {
         let of = |n: u64| {
             if self.percent {
-                n as f64 / (r.completed.max(1)) as f64
+                n as f64 / (r.completed + r.no_answer).max(1) as f64
             } else {
                 n as f64
             }

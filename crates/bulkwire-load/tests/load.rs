@@ -6,9 +6,15 @@
 
 mod common;
 
-use bulkwire_load::{execute, ErrorKind, Options, Report, ScenarioKind};
+use bulkwire_load::scenario::Raw;
+use bulkwire_load::{
+    execute, run_blocking, ErrorKind, Live, Mode, Options, Plan, Report, ScenarioKind, Target,
+};
+use bytes::Bytes;
 use common::{payload_file, sha, Behavior, Reply, TestServer, SOAP12_FAULT, XMLRPC_FAULT_403};
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn quiet(url: &str, kind: ScenarioKind) -> Options {
@@ -571,21 +577,134 @@ fn bad_options_are_errors_not_panics() {
     );
 }
 
+/// Issue 23: with no server on the port the run "completed" 84,124
+/// requests at 0.00 ms and succeeded. Now it is stopped once the first
+/// second's requests have all been refused, with an error naming the
+/// address: at 50 req/s for 20 s it sends about a second's worth, not a
+/// thousand.
 #[test]
-fn refused_connections_are_counted_as_errors() {
-    // Bind then drop, so the port is (very likely) closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+fn load_with_no_server_listening_stops_at_once_and_names_the_address() {
+    let port = closed_port();
+    let target = Target::resolve(&format!("http://127.0.0.1:{port}/v1/media")).unwrap();
+    let mut plan = Plan::new(Mode::Open { rate: 50.0 });
+    plan.duration = Some(Duration::from_secs(20));
+    plan.connections = 4;
+    let live = Arc::new(Live::default());
+    let scenario = Arc::new(Raw::new(Bytes::from_static(b"x"), None));
+    let e = run_blocking(Some(1), target, plan, scenario, live.clone()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unreachable);
+    let msg = e.to_string();
+    let want = format!("connection refused: is a server listening on 127.0.0.1:{port}?");
+    assert!(msg.starts_with(&want), "{msg}");
+    let sent = live.sent.load(Ordering::Relaxed);
+    // A second's worth is 50; the full run would be 1,000.
+    assert!(
+        (1..250).contains(&sent),
+        "{sent} sent: stopped after the first second"
+    );
+    assert_eq!(live.completed.load(Ordering::Relaxed), 0);
+    assert_eq!(live.errors.load(Ordering::Relaxed), sent);
+}
+
+/// The same in closed loop (as fast as the refusals come), through
+/// `execute`, and for a run shorter than a second.
+#[test]
+fn load_in_closed_loop_with_no_server_listening_is_an_error_naming_the_address() {
+    let port = closed_port();
+    let mut o = quiet(&format!("http://127.0.0.1:{port}/"), ScenarioKind::Raw);
+    o.duration = Some(Duration::from_secs(20));
+    o.connections = Some(2);
+    let e = execute(&o).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unreachable);
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "connection refused: is a server listening on 127.0.0.1:{port}?"
+        )),
+        "{msg}"
+    );
+    assert!(msg.contains("without an answer: connect: "), "{msg}");
+    o.duration = None;
+    o.requests = Some(5);
+    let e = execute(&o).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unreachable, "{e}");
+    assert!(
+        e.to_string().ends_with("without an answer: connect: 5)"),
+        "{e}"
+    );
+}
+
+/// A server that answers, then goes away for good: the run goes on to
+/// its end, counting the refusals as errors (never as completions), and
+/// the report says the server stopped answering.
+#[test]
+fn a_server_that_goes_away_mid_run_is_reported_as_stopped_answering() {
+    let (url, answered) = common::server_that_goes_away(30);
+    let mut o = quiet(&url, ScenarioKind::Raw);
+    o.connections = Some(1);
+    o.rate = Some(100.0);
+    o.duration = Some(Duration::from_secs(3));
+    let r = run(&o);
+    assert_eq!(answered.load(Ordering::Relaxed), 30);
+    assert_eq!((r.completed, r.ok), (30, 30));
+    assert_eq!(r.no_answer, r.sent - 30, "every request after them failed");
+    assert!(r.no_answer >= 100, "{} without an answer", r.no_answer);
+    assert_eq!(r.errors, r.no_answer);
+    assert_eq!(r.corrected.count, 30);
+    let s = r.stopped_answering.clone().expect("stopped answering");
+    assert_eq!(s.no_answer, r.no_answer);
+    assert!(s.last_ended_s - s.last_answer_s >= 1.0, "{s:?}");
+    let table = bulkwire_load::output::table(&r);
+    assert!(
+        table.contains("  LOST      the server stopped answering: "),
+        "{table}"
+    );
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!(j["stopped_answering"]["no_answer"], r.no_answer);
+}
+
+/// One node answers, the other refuses every connection: the run goes on,
+/// and only the answers are completions (with a latency and in req/s); the
+/// refusals are errors by reason, per target too.
+#[test]
+fn some_requests_answered_and_others_refused_are_counted_honestly() {
+    let server = TestServer::start(Behavior::default());
+    let dead = closed_port();
+    let mut o = quiet(&server.url("/up"), ScenarioKind::Raw);
+    o.extra_targets = vec![format!("http://127.0.0.1:{dead}/up")];
+    o.rate = Some(400.0);
+    o.requests = Some(60);
+    o.connections = Some(2);
+    o.threads = Some(1);
+    let r = run(&o);
+    let answered = server.seen().len() as u64;
+    assert!(answered > 0 && answered < 60, "{answered} answered");
+    assert_eq!((r.sent, r.completed, r.ok), (60, answered, answered));
+    assert_eq!(r.no_answer, 60 - answered);
+    assert_eq!(r.by_error.get("connect"), Some(&(60 - answered)));
+    assert_eq!(r.errors, r.no_answer);
+    assert!((r.error_rate - r.no_answer as f64 / 60.0).abs() < 1e-9);
+    assert_eq!(r.corrected.count, answered, "latencies of answers only");
+    assert!((r.rps - answered as f64 / r.elapsed_s).abs() < 1e-6 * r.rps);
+    let ends: u64 = r.timeline.iter().map(|b| b.count).sum();
+    assert_eq!(ends, answered, "the timeline counts answers");
+    let [live, refused] = &r.targets[..] else {
+        panic!("{:?}", r.targets)
+    };
+    assert_eq!((live.requests, live.errors), (answered, 0));
+    assert_eq!((refused.requests, refused.errors), (0, 60 - answered));
+    let table = bulkwire_load::output::table(&r);
+    let line = format!(", {} without an answer\n", 60 - answered);
+    assert!(table.contains(&line), "{line} in\n{table}");
+}
+
+/// A port nothing listens on: bound, then dropped (very likely still free).
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
-    let mut o = quiet(&format!("http://127.0.0.1:{port}/"), ScenarioKind::Raw);
-    o.requests = Some(5);
-    o.connections = Some(1);
-    let r = run(&o);
-    assert_eq!((r.completed, r.ok), (5, 0));
-    assert_eq!(r.by_error.get("connect"), Some(&5));
-    assert_eq!(r.corrected.count, 0);
+        .port()
 }
 
 /// Three connections over two nodes: connections 0 and 2 go to the first,
@@ -712,5 +831,39 @@ fn targets_must_be_nodes_of_one_service() {
         (a.accepted(), b.accepted()),
         (0, 0),
         "refused before any load"
+    );
+}
+
+/// Issue 23: the closed-loop table read `latency  latency` (the header's
+/// first cell above a row named the same). The header names the columns
+/// (which view, then each percentile) and the one closed-loop row says
+/// what it measures; open loop keeps its two views.
+#[test]
+fn closed_loop_table_header_says_what_each_column_is_not_latency_latency() {
+    let server = TestServer::start(Behavior::default());
+    let mut o = quiet(&server.url("/"), ScenarioKind::Raw);
+    o.requests = Some(5);
+    o.connections = Some(1);
+    let table = bulkwire_load::output::table(&run(&o));
+    let lines: Vec<&str> = table.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("  latency "))
+        .unwrap_or_else(|| panic!("a latency header in\n{table}"));
+    let header: Vec<&str> = lines[at].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["latency", "p50", "p90", "p95", "p99", "max", "mean"]
+    );
+    let row = lines[at + 1];
+    assert!(row.starts_with("  send→answer "), "{table}");
+    assert_eq!(row.matches(" ms").count(), 6, "{row}");
+    assert_eq!(table.matches("latency").count(), 1, "{table}");
+
+    o.rate = Some(100.0);
+    let table = bulkwire_load::output::table(&run(&o));
+    assert!(
+        table.contains("\n  corrected  ") && table.contains("\n  uncorrected "),
+        "{table}"
     );
 }

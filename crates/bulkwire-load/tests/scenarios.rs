@@ -147,3 +147,105 @@ fn xmlrpc_without_user_is_a_config_error() {
     assert_eq!(e.kind(), bulkwire_load::ErrorKind::Config);
     assert!(e.to_string().contains("--user"), "{e}");
 }
+
+/// A file that starts as a JFIF JPEG does, named `name`.
+fn jpeg_file(name: &str) -> std::path::PathBuf {
+    let (path, mut data) = payload_file(name, 20_000);
+    data.splice(0..11, *b"\xFF\xD8\xFF\xE0\x00\x10JFIF\x00");
+    std::fs::write(&path, &data).unwrap();
+    path
+}
+
+/// Issue 23: without `--content-type` a JPEG went as
+/// `application/octet-stream`, was stored so, and the media library showed
+/// a placeholder. Now each file part goes as its own type: from its magic
+/// bytes whatever its name, else from its extension, else octet-stream;
+/// a given `--content-type` still goes as given.
+#[test]
+fn formdata_sends_a_jpeg_as_image_jpeg_when_no_content_type_is_given() {
+    let server = TestServer::start(Behavior::default());
+    let jpeg = jpeg_file("holiday.jpg");
+    let png = jpeg.with_file_name("scan-without-extension");
+    std::fs::write(&png, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01").unwrap();
+    let csv = jpeg.with_file_name("table.csv");
+    std::fs::write(&csv, b"a,b\n1,2\n").unwrap();
+    let unknown = jpeg.with_file_name("blob");
+    std::fs::write(&unknown, [1u8, 2, 3, 4]).unwrap();
+    let mut o = Options::new(&server.url("/v1/media"), ScenarioKind::FormData);
+    o.quiet = true;
+    o.files = vec![jpeg, png, csv, unknown];
+    o.requests = Some(3);
+    o.connections = Some(1);
+    let r = execute(&o).unwrap().report;
+    assert_eq!(r.ok, 3);
+    let want = [
+        ("holiday.jpg", "image/jpeg"),
+        ("scan-without-extension", "image/png"),
+        ("table.csv", "text/csv"),
+        ("blob", "application/octet-stream"),
+    ];
+    for s in server.seen() {
+        let got: Vec<_> = s
+            .files
+            .iter()
+            .map(|f| (f.filename.as_str(), f.content_type.as_deref().unwrap()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    o.content_type = Some("application/x-given".into());
+    o.files.truncate(1);
+    o.requests = Some(1);
+    execute(&o).unwrap();
+    let last = server.seen().pop().unwrap();
+    assert_eq!(
+        last.files[0].content_type.as_deref(),
+        Some("application/x-given")
+    );
+}
+
+/// The other scenarios that send a file with a type: the raw body's
+/// `Content-Type` (`PUT /v1/media/{name}`), XML-RPC's `type` member and
+/// the SOAP upload's `contentType` (and its attachment) are the file's own
+/// when no `--content-type` is given.
+#[test]
+fn raw_put_xmlrpc_and_mtom_send_a_jpeg_as_image_jpeg_when_no_content_type_is_given() {
+    let server = TestServer::start(Behavior::default());
+    // Named as nothing in particular: the bytes say what it is.
+    let path = jpeg_file("upload.dat");
+    for (kind, url) in [
+        (ScenarioKind::Raw, "/v1/media/img-{seq}.jpg"),
+        (ScenarioKind::Xmlrpc, "/xmlrpc"),
+        (ScenarioKind::Mtom, "/soap"),
+    ] {
+        let mut o = Options::new(&server.url(url), kind);
+        o.quiet = true;
+        o.files = vec![path.clone()];
+        o.user = Some("editor:secret".into());
+        o.requests = Some(2);
+        o.connections = Some(1);
+        if kind == ScenarioKind::Raw {
+            o.method = "PUT".into();
+            o.user = None;
+        }
+        let r = execute(&o).unwrap().report;
+        assert_eq!(r.ok, 2, "{kind:?}");
+    }
+    let seen = server.seen();
+    assert_eq!(seen.len(), 6);
+    for s in &seen[..2] {
+        assert_eq!(
+            (s.method.as_str(), s.content_type.as_str()),
+            ("PUT", "image/jpeg")
+        );
+    }
+    for s in &seen[2..] {
+        let x = s.xml.as_ref().unwrap();
+        assert_eq!(
+            x.content_type.as_deref(),
+            Some("image/jpeg"),
+            "{}",
+            x.method
+        );
+    }
+}

@@ -675,20 +675,26 @@ pub fn unspecific(content_type: &str) -> bool {
 }
 
 /// The type to store: the declared one unless it is [`unspecific`], then
-/// what the file's first bytes say (magic numbers, `infer`), then its name's
-/// extension (`mime_guess`), else `application/octet-stream`. Whatever is
-/// found, downloads keep their rules (`nosniff`, `attachment` for active
-/// types such as HTML and SVG: `handlers::media`).
+/// what a binary format's magic bytes say (`infer`), then the name's
+/// extension (`mime_guess`), then `infer`'s few text matchers (XML, HTML,
+/// scripts: an SVG, an Atom feed and an XHTML page all start with `<?xml`,
+/// and their extension is the more specific), else
+/// `application/octet-stream`: the rule `bulkwire load` follows for what it
+/// sends. Whatever is found, downloads keep their rules (`nosniff`,
+/// `attachment` for active types such as HTML and SVG: `handlers::media`).
 pub fn media_type(declared: &str, head: &[u8], filename: Option<&str>) -> String {
     if !unspecific(declared) {
         return declared.to_string();
     }
-    if let Some(t) = infer::get(head) {
+    let magic = infer::get(head);
+    if let Some(t) = magic.filter(|t| t.matcher_type() != infer::MatcherType::Text) {
         return t.mime_type().to_string();
     }
     filename
         .and_then(|f| mime_guess::from_path(f).first_raw())
-        .map_or_else(|| OCTET_STREAM.to_string(), str::to_string)
+        .or(magic.map(|t| t.mime_type()))
+        .unwrap_or(OCTET_STREAM)
+        .to_string()
 }
 
 #[cfg(test)]
@@ -714,6 +720,9 @@ mod tests {
             "text/plain"
         );
         assert_eq!(media_type(o, b"<svg/>", Some("logo.svg")), "image/svg+xml");
+        let xml = b"<?xml version=\"1.0\"?><svg/>";
+        assert_eq!(media_type(o, xml, Some("logo.svg")), "image/svg+xml", "the name over <?xml");
+        assert_eq!(media_type(o, xml, None), "text/xml", "<?xml when the name says nothing");
         assert_eq!(media_type(o, b"??", Some("noext")), o);
         assert_eq!(media_type(o, b"", None), o);
         // A declared type stays, whatever the bytes say.

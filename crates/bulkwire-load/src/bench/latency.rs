@@ -136,7 +136,7 @@ pub fn summary(opts: &LatencyOptions, r: &Report) -> String {
     let l = &r.corrected;
     format!(
         "latency {} {} B at {:.1} req/s for {:.0} s: p50 {:.2} ms  p90 {:.2} ms  p95 {:.2} ms  \
-         ({} requests, {} errors, {} late)",
+         ({} answered, {} errors, {} late)",
         opts.format.name(),
         opts.size,
         opts.rate,

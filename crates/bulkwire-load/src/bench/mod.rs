@@ -22,7 +22,7 @@ use crate::body::Segments;
 use crate::error::{Error, Result};
 use crate::pattern::{Pattern, Vars};
 use crate::scenario::{FileSpec, FormData, Mtom, Scenario, SoapUpload, UploadCall, XmlRpc};
-use crate::target::Target;
+use crate::target::{refused, Target};
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http_body_util::BodyExt;
@@ -467,7 +467,10 @@ pub async fn upload_once(
     let (status, answer) = tokio::time::timeout(timeout, go)
         .await
         .map_err(|_| Error::io(&target.url, format!("no answer within {timeout:?}")))?
-        .map_err(|e| Error::io(&target.url, e))?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => Error::unreachable(refused(&target.place())),
+            _ => Error::io(&target.url, e),
+        })?;
     Ok(Exchange {
         status,
         seconds: start.elapsed().as_secs_f64(),

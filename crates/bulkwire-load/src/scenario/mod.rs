@@ -9,9 +9,11 @@
 //! One module per format: [`formdata`] (RFC 7578 via
 //! `bulkwire_multipart::Template`), [`xmlrpc`] (WordPress's `wp.uploadFile`,
 //! the base64 text encoded once), [`mtom`] (SOAP upload with an XOP
-//! attachment) and [`raw`].
+//! attachment) and [`raw`]. A file sent without a given type is sent as
+//! the type [`media_type::guess`] reads from its bytes and name.
 
 pub mod formdata;
+pub mod media_type;
 pub mod mtom;
 pub mod raw;
 mod slot;

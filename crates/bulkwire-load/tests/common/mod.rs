@@ -533,3 +533,42 @@ fn xop_seen(m: bulkwire_xop::Message<(u64, String)>) -> XmlSeen {
         ..XmlSeen::default()
     }
 }
+
+/// A server on one connection that answers `answers` requests with an
+/// empty 200, then closes the connection and its listener: later connects
+/// are refused. Its URL and the count of answers it gave.
+pub fn server_that_goes_away(answers: u64) -> (String, Arc<AtomicU64>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/up", listener.local_addr().unwrap());
+    let count = Arc::new(AtomicU64::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        drop(listener);
+        let mut w = tcp.try_clone().unwrap();
+        let mut r = BufReader::new(tcp);
+        while counted.load(Ordering::Relaxed) < answers {
+            let mut len = 0u64;
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                let l = line.to_ascii_lowercase();
+                if let Some(v) = l.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            std::io::copy(&mut (&mut r).take(len), &mut std::io::sink()).unwrap();
+            w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                .unwrap();
+            counted.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    (url, count)
+}
