@@ -1,4 +1,4 @@
-//! The media library's listing (`GET /v1/media`), over
+//! The media library's listing (`GET /v1/media`) and `GET /v1/me`, over
 //! HTTP, on the embedded stores and (`rerun_on_shared_stores`) on
 //! PostgreSQL + SeaweedFS: the rough edges of issue 23 ("The first hour").
 //! A new upload was on the last of ~197 pages (oldest first, no search,
@@ -258,6 +258,52 @@ async fn cursor_pages_go_through_50_items_in_both_orders_once_each() {
         }
         assert_eq!(seen, want, "order={order}");
     }
+}
+
+#[tokio::test]
+async fn me_names_the_signed_in_user_or_the_token_by_its_id_never_just_token() {
+    let h = start(Limits::default()).await;
+    let me = |r: reqwest::RequestBuilder| async move {
+        let r = r.send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "application/json");
+        r.json::<Value>().await.unwrap()
+    };
+    let j = me(h.get("/v1/me")).await;
+    // The token's id is its SHA-256's first 16 hex digits; 8 are shown.
+    let want = format!("token {}", &sha256(TOKEN.as_bytes())[..8]);
+    assert_eq!(j, serde_json::json!({ "name": want }));
+    let basic = h
+        .http
+        .get(h.url("/v1/me"))
+        .basic_auth("alice", Some("wonder:land"));
+    assert_eq!(me(basic).await, serde_json::json!({"name": "alice"}));
+    for r in [
+        h.http.get(h.url("/v1/me")),
+        h.http.get(h.url("/v1/me")).bearer_auth("wrong"),
+        h.http
+            .get(h.url("/v1/me"))
+            .basic_auth("alice", Some("wonder")),
+    ] {
+        assert_eq!(r.send().await.unwrap().status(), 401);
+    }
+    let r = h
+        .http
+        .post(h.url("/v1/me"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.headers()["allow"], "GET, HEAD");
+    let r = h
+        .http
+        .head(h.url("/v1/me"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 }
 
 #[test]
