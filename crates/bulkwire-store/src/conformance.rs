@@ -47,6 +47,7 @@ pub async fn meta_store(m: Arc<dyn MetaStore>) {
     listing_by_name(&*m).await;
     listing_by_type(&*m).await;
     listing_pages_across_inserts_and_deletes(&*m).await;
+    listing_pages_while_rows_are_inserted_at_once(&*m).await;
     insert_needs_its_own_lease(&*m).await;
     credentials(&*m).await;
     claims(&*m).await;
@@ -424,6 +425,75 @@ async fn listing_pages_across_inserts_and_deletes(m: &dyn MetaStore) {
             want.reverse();
         }
         assert_eq!(got, want, "{order:?}");
+    }
+}
+
+/// Paging 3 rows at a time while four writers insert rows one by one at
+/// the same time (on PostgreSQL from other connections): oldest first, the
+/// walk goes on from its last cursor once the inserts are done and must
+/// then have listed every row exactly once (a row committed behind the
+/// cursor would be missed for good: a race this catches only by chance,
+/// which PostgreSQL's insert lock rules out); newest first, every row from
+/// the first it listed down.
+async fn listing_pages_while_rows_are_inserted_at_once(m: &dyn MetaStore) {
+    for order in [Order::OldestFirst, Order::NewestFirst] {
+        let tag = new_id();
+        let names: Vec<String> = (0..12).map(|i| format!("{tag}-{i:02}")).collect();
+        let rows: Vec<_> = names
+            .iter()
+            .map(|n| (Some(n.as_str()), "text/plain"))
+            .collect();
+        let before = insert_named(m, &rows).await;
+        let q = ListQuery {
+            name: Some(tag.clone()),
+            ..ListQuery::new(order, 3)
+        };
+        // Four writers at once, so that commits may race each other too.
+        let insert = futures_util::future::join_all((0..4).map(|w| {
+            let tag = &tag;
+            async move {
+                let mut added = Vec::new();
+                for i in 0..5 {
+                    let name = format!("{tag}-at-once-{w}-{i}");
+                    added.extend(insert_named(m, &[(Some(&name), "text/plain")]).await);
+                }
+                added
+            }
+        }));
+        let walk = async {
+            let mut seen = Vec::<MediaRecord>::new();
+            let mut page = m.list(q.clone()).await.unwrap();
+            while !page.is_empty() {
+                seen.extend(page);
+                page = m
+                    .list(q.clone().after(seen.last().unwrap().seq))
+                    .await
+                    .unwrap();
+            }
+            seen
+        };
+        let (added, mut seen) = tokio::join!(insert, walk);
+        let mut added: Vec<MediaRecord> = added.into_iter().flatten().collect();
+        added.sort_by_key(|r| r.seq);
+        if order == Order::OldestFirst {
+            loop {
+                let last = seen.last().unwrap().seq;
+                let page = m.list(q.clone().after(last)).await.unwrap();
+                if page.is_empty() {
+                    break;
+                }
+                seen.extend(page);
+            }
+        }
+        // Every row from where the walk began on, once, in order.
+        let start = seen[0].seq;
+        let mut want: Vec<MediaRecord> = before.into_iter().chain(added).collect();
+        want.sort_by_key(|r| r.seq);
+        if order == Order::NewestFirst {
+            want.retain(|r| r.seq <= start);
+            want.reverse();
+        }
+        assert_eq!(ids(&seen), ids(&want), "{order:?}");
     }
 }
 
