@@ -284,7 +284,7 @@ pub async fn list(
     let mut rows = state
         .meta
         .list(ListQuery {
-            limit: limit + 1,
+            limit: limit.saturating_add(1),
             ..q
         })
         .await?;
