@@ -7,9 +7,11 @@
 //
 // With `"scenario": "controls"` it tries the per-file controls instead (see controls()):
 // pause and resume, cancel, and an upload the server refuses (its message and limit shown).
+// With `"scenario": "find"` it finds things in a library the test filled (see find()): pages,
+// a new upload, the search box, the type filter, and a media type's line breaks at 375 px.
 //
 // usage: node web_chromium.js '<json options>'
-//   scenario     "library" (default) or "controls"
+//   scenario     "library" (default), "controls" or "find"
 //   origin       the server, e.g. http://127.0.0.1:8080
 //   token        bearer token to sign in with
 //   user         {name, password}: sign in with these instead (the wrong try uses the token)
@@ -17,6 +19,8 @@
 //   thumbnail    name of the image whose thumbnail must decode
 //   copy         name of the item whose link to copy
 //   remove       name of the item to delete
+//   search       (find) what to type in the search box
+//   narrow       (find) a search that shows the item whose type is measured at 375 px
 //   screenshots  {wide, narrow}: where to save PNGs of the library
 //   chromium     the browser (default /usr/bin/chromium)
 //   timeoutMs    the whole run's bound (default 120000)
@@ -33,10 +37,10 @@ const { ARGS, main } = require('./driver.js');
 
 function options(argv) {
   const o = JSON.parse(argv[2] || '{}');
-  const needs =
-    o.scenario === 'controls'
-      ? ['origin', 'token', 'files', 'pause', 'cancel', 'refused', 'throughput']
-      : ['origin', 'token', 'files', 'thumbnail', 'copy', 'remove'];
+  const needs = {
+    controls: ['origin', 'token', 'files', 'pause', 'cancel', 'refused', 'throughput'],
+    find: ['origin', 'token', 'files', 'search', 'narrow'],
+  }[o.scenario] || ['origin', 'token', 'files', 'thumbnail', 'copy', 'remove'];
   for (const k of needs) {
     if (!o[k]) throw new Error(`missing option ${k}`);
   }
@@ -155,6 +159,125 @@ async function controls(page, o, report, left) {
   }
 }
 
+/// Waits for the library's next `GET /v1/media` whose query has every `want` parameter (a
+/// value of null: absent; true: present), started by `act`, and for the page to show its answer (the grid is
+/// no longer `aria-busy`); returns the cards then shown.
+async function listed(page, act, want, timeout = 30000) {
+  const answer = page.waitForResponse(
+    (r) => {
+      const u = new URL(r.url());
+      if (u.pathname !== '/v1/media' || r.request().method() !== 'GET') return false;
+      return Object.entries(want).every(([k, v]) =>
+        v === true ? u.searchParams.has(k) : u.searchParams.get(k) === v,
+      );
+    },
+    { timeout },
+  );
+  await act();
+  await answer;
+  await page.waitForFunction(() => document.getElementById('grid').getAttribute('aria-busy') === 'false', null, {
+    timeout,
+  });
+  return cards(page);
+}
+
+/// How the browser lays out the `Type` value of the card named `name`: its text, the text of
+/// each line box (from the rectangles of each character), and whether any part of it is cut
+/// (wider than its box, so shown with an ellipsis).
+function typeLines(page, name) {
+  return page.$eval(`#grid > li.card[data-name="${name}"]`, (card) => {
+    const dt = [...card.querySelectorAll('dt')].find((d) => d.textContent === 'Type');
+    const dd = dt && dt.nextElementSibling;
+    if (!dd) return null;
+    const lines = [];
+    let top = null;
+    const walk = document.createTreeWalker(dd, NodeFilter.SHOW_TEXT);
+    for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+      for (let i = 0; i < t.length; i += 1) {
+        const r = document.createRange();
+        r.setStart(t, i);
+        r.setEnd(t, i + 1);
+        const rect = r.getBoundingClientRect();
+        if (rect.width === 0 && rect.height === 0) continue;
+        if (top === null || rect.top > top + rect.height / 2) {
+          lines.push('');
+          top = rect.top;
+        }
+        lines[lines.length - 1] += t.data[i];
+      }
+    }
+    const cut = [dd, ...dd.querySelectorAll('*')].some((e) => e.scrollWidth > e.clientWidth + 1);
+    return { text: dd.textContent, lines, cut, width: dd.getBoundingClientRect().width };
+  });
+}
+
+/// Finding things in a library the test filled (newest first, more than one page): the first
+/// page and the next, back; a file uploaded here shows first; typing in the search box narrows
+/// to matching names; the type filter to images; at 375 px, how a media type breaks.
+async function find(page, o, report, left) {
+  report.find = {};
+  const f = report.find;
+  await page.waitForFunction(() => document.getElementById('grid').getAttribute('aria-busy') === 'false', null, {
+    timeout: 30000,
+  });
+  f.first = await cards(page);
+  f.firstLabel = await page.locator('#page-label').innerText();
+  f.nextPage = await listed(page, () => page.getByRole('button', { name: 'Next →' }).click(), {
+    order: 'desc',
+    after: true,
+  });
+  f.nextLabel = await page.locator('#page-label').innerText();
+  f.back = await listed(page, () => page.getByRole('button', { name: '← Previous' }).click(), {
+    after: null,
+  });
+  report.steps.push('paged');
+
+  // One more file, uploaded here: the library reloads and shows it first.
+  const done = listed(page, () => page.locator('#files').setInputFiles(o.files), { after: null }, left());
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('#queue > li.item')].every((r) => r.dataset.state === 'done'),
+    null,
+    { timeout: left(), polling: 100 },
+  );
+  f.afterUpload = await done;
+  report.steps.push('uploaded one');
+
+  // Typing in the search box: the server's answer for the whole word.
+  f.searched = await listed(page, () => page.getByLabel('Search by name').fill(o.search), { q: o.search });
+  f.searchStatus = await page.locator('#library-status').innerText();
+  report.steps.push('searched');
+  f.images = await listed(page, () => page.getByLabel('Type', { exact: true }).selectOption({ label: 'Images' }), {
+    q: o.search,
+    type: 'image/*',
+  });
+  f.allImages = await listed(page, () => page.getByLabel('Search by name').fill(''), {
+    q: null,
+    type: 'image/*',
+  });
+  f.imageTypes = await page.$$eval('#grid > li.card', (cs) =>
+    cs.map((c) => {
+      const dt = [...c.querySelectorAll('dt')].find((d) => d.textContent === 'Type');
+      return dt && dt.nextElementSibling ? dt.nextElementSibling.textContent : null;
+    }),
+  );
+  report.steps.push('filtered');
+
+  // At 375 px: the one item the narrow search finds, its type measured.
+  await listed(page, () => page.getByLabel('Type', { exact: true }).selectOption({ label: 'All' }), { type: null });
+  f.narrow = await listed(page, () => page.getByLabel('Search by name').fill(o.narrow), { q: o.narrow });
+  await page.setViewportSize({ width: 375, height: 812 });
+  f.narrowOverflow = await page.evaluate(
+    () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  );
+  f.type = f.narrow.length ? await typeLines(page, f.narrow[0].name) : null;
+  if (o.screenshots.narrow) {
+    fs.mkdirSync(path.dirname(o.screenshots.narrow), { recursive: true });
+    await page.screenshot({ path: o.screenshots.narrow, fullPage: true });
+    report.screenshots.push(o.screenshots.narrow);
+  }
+  report.steps.push('measured at 375 px');
+}
+
 async function run(o, report, deadline) {
   const left = () => Math.max(1000, deadline - Date.now() - 5000);
   const browser = await chromium.launch({
@@ -203,8 +326,8 @@ async function run(o, report, deadline) {
     });
     report.signInError = await page.locator('#signin-error').innerText();
     await signIn(page, o, report);
-    if (o.scenario === 'controls') {
-      await controls(page, o, report, left);
+    if (o.scenario === 'controls' || o.scenario === 'find') {
+      await (o.scenario === 'find' ? find : controls)(page, o, report, left);
       report.csp = await page.evaluate(() => window.__csp);
       report.ok = true;
       await context.close();

@@ -9,8 +9,8 @@
 //! of magnitude more.
 
 use crate::store::{
-    BlobStore, BlobStream, BlobWriter, BoxFut, Lease, MediaRecord, MetaError, MetaStore, NewMedia,
-    Pending, Spool, SpoolWriter, Token, UploadRow, UserInfo, UserSet,
+    BlobStore, BlobStream, BlobWriter, BoxFut, Lease, ListQuery, MediaRecord, MetaError, MetaStore,
+    NewMedia, Pending, Spool, SpoolWriter, Token, UploadRow, UserInfo, UserSet,
 };
 use bytes::Bytes;
 use std::collections::HashSet;
@@ -212,8 +212,8 @@ impl MetaStore for MeteredMeta {
     fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
         timed(self.h(MetaOp::Get), self.inner.get(id))
     }
-    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
-        timed(self.h(MetaOp::List), self.inner.list(after, limit))
+    fn list(&self, q: ListQuery) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+        timed(self.h(MetaOp::List), self.inner.list(q))
     }
     fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
         timed(self.h(MetaOp::Delete), self.inner.delete(id, node))

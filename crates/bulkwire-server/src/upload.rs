@@ -721,8 +721,16 @@ mod tests {
         );
         assert_eq!(media_type(o, b"<svg/>", Some("logo.svg")), "image/svg+xml");
         let xml = b"<?xml version=\"1.0\"?><svg/>";
-        assert_eq!(media_type(o, xml, Some("logo.svg")), "image/svg+xml", "the name over <?xml");
-        assert_eq!(media_type(o, xml, None), "text/xml", "<?xml when the name says nothing");
+        assert_eq!(
+            media_type(o, xml, Some("logo.svg")),
+            "image/svg+xml",
+            "the name over <?xml"
+        );
+        assert_eq!(
+            media_type(o, xml, None),
+            "text/xml",
+            "<?xml when the name says nothing"
+        );
         assert_eq!(media_type(o, b"??", Some("noext")), o);
         assert_eq!(media_type(o, b"", None), o);
         // A declared type stays, whatever the bytes say.

@@ -23,6 +23,7 @@ mod direct;
 mod fs;
 mod fs_spool;
 pub mod lease;
+pub mod list;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "s3")]
@@ -36,6 +37,7 @@ pub use direct::{AlignedBatch, AlignedPool, Batches, ALIGN, STAGING_BYTES};
 pub use fs::FsBlobStore;
 pub use fs_spool::NOTE_MAX;
 pub use lease::{Lease, Leases};
+pub use list::{ListQuery, Order, TypeFilter};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};
 #[cfg(feature = "s3")]
@@ -188,7 +190,8 @@ pub struct NewMedia {
 /// A metadata row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MediaRecord {
-    /// Insertion order; the list cursor.
+    /// Insertion order (commit order on every backend); the position a
+    /// listing's page ends at.
     pub seq: i64,
     pub id: String,
     pub field: Option<String>,
@@ -257,8 +260,10 @@ pub trait MetaStore: Send + Sync + 'static {
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>>;
 
-    /// Up to `limit` rows with `seq > after`, in `seq` order.
-    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>>;
+    /// Up to `q.limit` rows past `q.after` in `q.order` that pass `q`'s
+    /// filters (see [`list`]): a keyset page, which rows inserted or
+    /// deleted meanwhile do not shift.
+    fn list(&self, q: ListQuery) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>>;
 
     /// Removes the row and, in the same transaction, leases the id to
     /// `node`, so that a crash before the blob is gone leaves a lease for

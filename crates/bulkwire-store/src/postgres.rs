@@ -25,9 +25,10 @@
 //! network in clear: use it on loopback, a Unix socket or a private
 //! network only.
 
+use crate::list::{self, Arg};
 use crate::{
-    token_id, BoxFut, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token, UploadRow,
-    UserInfo, UserSet,
+    token_id, BoxFut, ListQuery, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token,
+    UploadRow, UserInfo, UserSet,
 };
 use deadpool_postgres::{
     Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
@@ -94,7 +95,20 @@ const MIGRATIONS: &[&str] = &[
         value   BYTEA NOT NULL,
         created TIMESTAMPTZ NOT NULL DEFAULT now()
     );",
+    // The listing's keys (`list.rs`), filled in Rust: for the rows of
+    // before, by `fill_list_keys` in the same transaction.
+    "ALTER TABLE media
+        ADD COLUMN IF NOT EXISTS name_fold TEXT,
+        ADD COLUMN IF NOT EXISTS type_key TEXT NOT NULL DEFAULT '',
+        ADD COLUMN IF NOT EXISTS type_top TEXT NOT NULL DEFAULT '';
+    CREATE INDEX IF NOT EXISTS media_type_top ON media (type_top, seq);",
 ];
+
+/// The version whose step added the listing's keys.
+const LIST_KEYS: usize = 5;
+
+/// Rows read at once while filling in the listing's keys.
+const FILL_BATCH: i64 = 1000;
 
 /// The schema version this build writes.
 pub const PG_SCHEMA_VERSION: usize = MIGRATIONS.len();
@@ -115,15 +129,11 @@ macro_rules! media_columns {
 }
 
 const END_LEASE: &str = "DELETE FROM pending WHERE id = $1 AND node = $2";
-const INSERT_MEDIA: &str = "INSERT INTO media (id, field, filename, content_type, size, sha256)
-     VALUES ($1, $2, $3, $4, $5, $6)
+const INSERT_MEDIA: &str = "INSERT INTO media
+        (id, field, filename, content_type, size, sha256, name_fold, type_key, type_top)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      RETURNING seq, floor(extract(epoch FROM created))::bigint";
 const GET_MEDIA: &str = concat!("SELECT ", media_columns!(), " FROM media WHERE id = $1");
-const LIST_MEDIA: &str = concat!(
-    "SELECT ",
-    media_columns!(),
-    " FROM media WHERE seq > $1 ORDER BY seq LIMIT $2"
-);
 const DELETE_MEDIA: &str = "DELETE FROM media WHERE id = $1";
 /// A deletion's lease replaces any lease on the id, as SQLite's
 /// `INSERT OR REPLACE` does.
@@ -308,15 +318,7 @@ impl PgMeta {
         let put = tx.prepare_cached(INSERT_MEDIA).await.map_err(db)?;
         let mut out = Vec::with_capacity(rows.len());
         for (m, size) in rows.into_iter().zip(sizes) {
-            let params: Params<'_> = &[
-                &m.id,
-                &m.field,
-                &m.filename,
-                &m.content_type,
-                &size,
-                &m.sha256,
-            ];
-            let r = tx.query_one(&put, params).await.map_err(db)?;
+            let r = insert_media(&tx, &put, &m, size).await.map_err(db)?;
             out.push(inserted(m, &r).map_err(db)?);
         }
         tx.commit().await.map_err(db)?;
@@ -391,15 +393,8 @@ impl PgMeta {
             None => None,
             Some(m) => {
                 let size = i64::try_from(m.size).map_err(|_| too_big(&m))?;
-                let p: Params<'_> = &[
-                    &m.id,
-                    &m.field,
-                    &m.filename,
-                    &m.content_type,
-                    &size,
-                    &m.sha256,
-                ];
-                let r = tx.query_one(INSERT_MEDIA, p).await.map_err(db)?;
+                let put = tx.prepare_cached(INSERT_MEDIA).await.map_err(db)?;
+                let r = insert_media(&tx, &put, &m, size).await.map_err(db)?;
                 Some(inserted(m, &r).map_err(db)?)
             }
         };
@@ -505,8 +500,63 @@ async fn migrate(c: &mut Client) -> Result<usize, PgError> {
         )
         .await?;
     }
+    if found < LIST_KEYS {
+        fill_list_keys(&tx).await?;
+    }
     tx.commit().await?;
     Ok(found)
+}
+
+/// Computes the listing's keys of rows that have none (rows older than
+/// the columns), a batch at a time in `seq` order.
+async fn fill_list_keys(tx: &tokio_postgres::Transaction<'_>) -> Result<(), PgError> {
+    let read = tx
+        .prepare(
+            "SELECT seq, filename, content_type FROM media
+             WHERE seq > $1 AND type_key = '' ORDER BY seq LIMIT $2",
+        )
+        .await?;
+    let set = tx
+        .prepare("UPDATE media SET name_fold = $2, type_key = $3, type_top = $4 WHERE seq = $1")
+        .await?;
+    let mut after = 0i64;
+    loop {
+        let batch = tx.query(&read, &[&after, &FILL_BATCH]).await?;
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
+        after = last.try_get(0)?;
+        for r in &batch {
+            let seq: i64 = r.try_get(0)?;
+            let name: Option<String> = r.try_get(1)?;
+            let (key, top) = list::type_keys(r.try_get(2)?);
+            let fold = name.as_deref().map(list::fold_name);
+            tx.execute(&set, &[&seq, &fold, &key, &top]).await?;
+        }
+    }
+}
+
+/// Inserts one media row with its listing keys (`RETURNING seq, created`).
+async fn insert_media(
+    tx: &tokio_postgres::Transaction<'_>,
+    put: &tokio_postgres::Statement,
+    m: &NewMedia,
+    size: i64,
+) -> Result<Row, PgError> {
+    let (key, top) = list::type_keys(&m.content_type);
+    let fold = m.filename.as_deref().map(list::fold_name);
+    let p: Params<'_> = &[
+        &m.id,
+        &m.field,
+        &m.filename,
+        &m.content_type,
+        &size,
+        &m.sha256,
+        &fold,
+        &key,
+        &top,
+    ];
+    tx.query_one(put, p).await
 }
 
 /// `host:port/database` (every host, if several), for messages.
@@ -673,9 +723,19 @@ impl MetaStore for PgMeta {
         })
     }
 
-    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        Box::pin(async move { rows(self.query(LIST_MEDIA, &[&after, &limit]).await?, record) })
+    fn list(&self, q: ListQuery) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+        Box::pin(async move {
+            let (tail, args) = list::where_order_limit(&q, '$');
+            let sql = format!("SELECT {} FROM media {tail}", media_columns!());
+            let params: Vec<&(dyn ToSql + Sync)> = args
+                .iter()
+                .map(|a| match a {
+                    Arg::Int(i) => i as &(dyn ToSql + Sync),
+                    Arg::Text(t) => t,
+                })
+                .collect();
+            rows(self.query(&sql, &params).await?, record)
+        })
     }
 
     fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {

@@ -11,15 +11,19 @@
 //! and syncs many pages, none of which belongs on the request path
 //! (DESIGN.md "no `stat` on the request path").
 
+use super::list::{self, Arg};
 use super::{
-    token_id, BoxFut, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token, UploadRow,
-    UserInfo, UserSet,
+    token_id, BoxFut, ListQuery, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token,
+    UploadRow, UserInfo, UserSet,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
+
+/// Prepared statements kept per connection.
+const STATEMENTS: usize = 64;
 
 /// Writes after which the checkpointer runs at once (SQLite's own
 /// autocheckpoint, 1,000 WAL pages, comes every ~330 single-row inserts).
@@ -136,7 +140,19 @@ const MIGRATIONS: &[&str] = &[
         value   BLOB NOT NULL,
         created INTEGER NOT NULL
     );",
+    // The listing's keys (`list.rs`), filled in Rust: for the rows of
+    // before, by `fill_list_keys` in the same transaction.
+    "ALTER TABLE media ADD COLUMN name_fold TEXT;
+    ALTER TABLE media ADD COLUMN type_key TEXT NOT NULL DEFAULT '';
+    ALTER TABLE media ADD COLUMN type_top TEXT NOT NULL DEFAULT '';
+    CREATE INDEX IF NOT EXISTS media_type_top ON media (type_top, seq);",
 ];
+
+/// The version whose step added the listing's keys.
+const LIST_KEYS: usize = 5;
+
+/// Rows read at once while filling in the listing's keys.
+const FILL_BATCH: i64 = 1000;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
@@ -147,11 +163,42 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<usize> {
     for step in MIGRATIONS.iter().skip(at) {
         tx.execute_batch(step)?;
     }
+    if at < LIST_KEYS {
+        fill_list_keys(&tx)?;
+    }
     if at < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION as i64)?;
     }
     tx.commit()?;
     Ok(at)
+}
+
+/// Computes the listing's keys of rows that have none (rows older than
+/// the columns), a batch at a time in `seq` order.
+fn fill_list_keys(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let mut after = 0i64;
+    loop {
+        let batch: Vec<(i64, Option<String>, String)> = tx
+            .prepare(
+                "SELECT seq, filename, content_type FROM media
+                 WHERE seq > ?1 AND type_key = '' ORDER BY seq LIMIT ?2",
+            )?
+            .query_map(params![after, FILL_BATCH], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
+        after = last.0;
+        let mut set = tx.prepare(
+            "UPDATE media SET name_fold = ?2, type_key = ?3, type_top = ?4 WHERE seq = ?1",
+        )?;
+        for (seq, name, ct) in &batch {
+            let (key, top) = list::type_keys(ct);
+            set.execute(params![seq, name.as_deref().map(list::fold_name), key, top])?;
+        }
+    }
 }
 
 const COLUMNS: &str = "seq, id, field, filename, content_type, size, sha256, created";
@@ -184,6 +231,9 @@ impl SqliteMeta {
             .map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(err)?;
+        // Every statement stays prepared: some thirty fixed ones and up to
+        // twelve shapes of a listing (rusqlite keeps 16 by default).
+        conn.set_prepared_statement_cache_capacity(STATEMENTS);
         let mut conn = conn;
         let at = migrate(&mut conn).map_err(err)?;
         if at > SCHEMA_VERSION {
@@ -294,9 +344,11 @@ fn insert_media(
     m: NewMedia,
     created: i64,
 ) -> rusqlite::Result<MediaRecord> {
+    let (type_key, type_top) = list::type_keys(&m.content_type);
     tx.prepare_cached(
-        "INSERT INTO media (id, field, filename, content_type, size, sha256, created)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO media (id, field, filename, content_type, size, sha256, created,
+                            name_fold, type_key, type_top)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
         m.id,
@@ -305,7 +357,10 @@ fn insert_media(
         m.content_type,
         m.size as i64,
         m.sha256,
-        created
+        created,
+        m.filename.as_deref().map(list::fold_name),
+        type_key,
+        type_top,
     ])?;
     Ok(MediaRecord {
         seq: tx.last_insert_rowid(),
@@ -375,11 +430,16 @@ impl MetaStore for SqliteMeta {
         })
     }
 
-    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+    fn list(&self, q: ListQuery) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
         self.with(move |c| {
-            let sql = format!("SELECT {COLUMNS} FROM media WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+            let (tail, args) = list::where_order_limit(&q, '?');
+            let sql = format!("SELECT {COLUMNS} FROM media {tail}");
+            let args = args.into_iter().map(|a| match a {
+                Arg::Int(i) => rusqlite::types::Value::Integer(i),
+                Arg::Text(t) => rusqlite::types::Value::Text(t),
+            });
             let mut st = c.prepare_cached(&sql)?;
-            let rows = st.query_map(params![after, limit as i64], record)?;
+            let rows = st.query_map(rusqlite::params_from_iter(args), record)?;
             rows.collect()
         })
     }
@@ -831,9 +891,19 @@ mod tests {
         let c = Connection::open(&path).unwrap();
         c.execute_batch(MIGRATIONS[0]).unwrap();
         c.execute("INSERT INTO media (id, field, filename, content_type, size, sha256, created) VALUES ('old', NULL, NULL, 't', 1, 'x', 0)", []).unwrap();
+        c.execute("INSERT INTO media (id, field, filename, content_type, size, sha256, created) VALUES ('named', NULL, 'ÉCLAIR.PNG', 'Image/PNG', 1, 'x', 0)", []).unwrap();
         drop(c);
         let m = SqliteMeta::open(&path).unwrap();
         assert!(m.get("old").await.unwrap().is_some(), "rows survive");
+        // Rows of before are found by name and type like new ones.
+        let q = ListQuery {
+            name: Some("éclair".into()),
+            media_type: crate::TypeFilter::parse("image/png"),
+            ..ListQuery::new(crate::Order::NewestFirst, 10)
+        };
+        let found = m.list(q).await.unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].id, "named");
         assert!(m
             .describe()
             .await
@@ -891,12 +961,13 @@ mod tests {
         assert!(r[0].seq < r[1].seq && r[1].seq < r[2].seq);
         assert_eq!(m.get("b").await.unwrap().unwrap(), r[1]);
         assert_eq!(m.get("zz").await.unwrap(), None);
-        let page = m.list(0, 2).await.unwrap();
+        let oldest = ListQuery::new(crate::Order::OldestFirst, 2);
+        let page = m.list(oldest.clone()).await.unwrap();
         assert_eq!(
             page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
             ["a", "b"]
         );
-        let page = m.list(page[1].seq, 2).await.unwrap();
+        let page = m.list(oldest.after(page[1].seq)).await.unwrap();
         assert_eq!(
             page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
             ["c"]

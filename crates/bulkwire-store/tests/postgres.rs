@@ -3,7 +3,9 @@
 //! janitors racing for the same leases. A PostgreSQL that cannot be
 //! started fails these tests (`must`); they never skip.
 
-use bulkwire_store::{conformance, new_id, FsBlobStore, MetaStore, NewMedia, PgMeta};
+use bulkwire_store::{
+    conformance, new_id, FsBlobStore, ListQuery, MetaStore, NewMedia, Order, PgMeta, TypeFilter,
+};
 use bulkwire_testenv::{must, shared_postgres, Postgres};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -114,6 +116,54 @@ fn nodes_starting_together_migrate_once_and_a_newer_schema_is_refused() {
         assert!(e.message.starts_with("PostgreSQL at 127.0.0.1:"), "{e}");
         assert!(e.message.contains("schema version 99 is newer"), "{e}");
         assert!(!e.full);
+    });
+}
+
+/// A database of before the listing's keys (schema version 4): its rows
+/// are found by name and type once a node migrated it, and the step that
+/// added the keys may run again on a database that has them.
+#[test]
+fn rows_of_before_the_listing_keys_are_found_by_name_and_type() {
+    let url = fresh_database("listkeys");
+    block_on(async {
+        drop(connect(&url).await);
+        let c = raw(&url).await;
+        c.batch_execute(
+            "DELETE FROM schema_version WHERE version = 5;
+             DROP INDEX media_type_top;
+             ALTER TABLE media DROP COLUMN name_fold, DROP COLUMN type_key, DROP COLUMN type_top;
+             INSERT INTO media (id, filename, content_type, size, sha256)
+                VALUES ('old-png', 'ÉCLAIR.PNG', 'Image/PNG', 1, 'x'),
+                       ('old-txt', 'notes.txt', 'text/plain', 1, 'x'),
+                       ('old-none', NULL, 'image/png', 1, 'x');",
+        )
+        .await
+        .unwrap();
+        let m = connect(&url).await;
+        let q = ListQuery {
+            name: Some("éclair".into()),
+            media_type: TypeFilter::parse("image/png"),
+            ..ListQuery::new(Order::NewestFirst, 10)
+        };
+        let found: Vec<String> = m.list(q).await.unwrap().into_iter().map(|r| r.id).collect();
+        assert_eq!(found, ["old-png"]);
+        let q = ListQuery {
+            media_type: TypeFilter::parse("image/*"),
+            ..ListQuery::new(Order::OldestFirst, 10)
+        };
+        let found: Vec<String> = m.list(q).await.unwrap().into_iter().map(|r| r.id).collect();
+        assert_eq!(found, ["old-png", "old-none"]);
+        // The step again, on the columns it added: nothing changes.
+        c.batch_execute("DELETE FROM schema_version WHERE version = 5")
+            .await
+            .unwrap();
+        let m = connect(&url).await;
+        assert_eq!(versions(&url).await.len(), PgMeta::SCHEMA_VERSION);
+        let all = m
+            .list(ListQuery::new(Order::NewestFirst, 10))
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 3);
     });
 }
 

@@ -1,6 +1,7 @@
 //! Reading and deleting stored media: `GET|HEAD /v1/media/{id}` (RFC 9110
 //! §14 ranges, §13.1.2 `If-None-Match`, §8.8.3 `ETag`), `GET /v1/media`
-//! (cursor pagination), `DELETE /v1/media/{id}`.
+//! (newest first or oldest first, by name and type, keyset pages behind an
+//! opaque cursor; see `bulkwire_store::list`), `DELETE /v1/media/{id}`.
 //!
 //! Downloads take the size from the metadata row and open the blob by id:
 //! no `stat`, no directory search. The stored content type is sent with
@@ -11,7 +12,7 @@
 use crate::error::{ApiError, Kind};
 use crate::response::{self, empty, Response};
 use crate::state::AppState;
-use crate::store::{is_id, BlobStream, MediaRecord};
+use crate::store::{is_id, BlobStream, ListQuery, MediaRecord, Order, TypeFilter};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
@@ -265,35 +266,32 @@ impl http_body::Body for CountingBody {
     }
 }
 
-/// `GET /v1/media?limit=N&after=CURSOR`: rows in upload order; `next` is
-/// the cursor for the following page, `null` on the last.
+/// Longest `q` (in bytes, once decoded). A name search reads the rows in
+/// order until a page is full, and no file name needs a longer term.
+pub const QUERY_MAX_BYTES: usize = 256;
+
+/// `GET /v1/media?order=desc|asc&q=TEXT&type=PATTERN&limit=N&after=CURSOR`:
+/// a page of rows, newest first unless `order=asc`; `next` is the cursor
+/// for the following page, `null` on the last.
 pub async fn list(
     state: &Arc<AppState>,
     h: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let max = state.config.limits.list_limit;
-    let (mut limit, mut after) = (max.min(100), 0i64);
-    for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let bad = || ApiError::new(Kind::Malformed, format!("bad query parameter {k:?}"));
-        match k {
-            "limit" => {
-                limit = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(bad)?
-                    .min(max)
-            }
-            "after" => after = v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(bad)?,
-            _ => return Err(bad()),
-        }
-    }
-    let rows = state.meta.list(after, limit).await?;
-    let next = (rows.len() == limit)
-        .then(|| rows.last().map(|r| r.seq.to_string()))
-        .flatten();
+    let q = list_query(query.unwrap_or(""), state.config.limits.list_limit)?;
+    let (order, limit) = (q.order, q.limit);
+    // One row more than the page: `next` only when there is one.
+    let mut rows = state
+        .meta
+        .list(ListQuery {
+            limit: limit.saturating_add(1),
+            ..q
+        })
+        .await?;
+    let next = (rows.len() > limit).then(|| {
+        rows.truncate(limit);
+        rows.last().map(|r| cursor(order, r.seq))
+    });
     let base = response::base_url(&state.config, h);
     let media: Vec<_> = rows
         .iter()
@@ -301,8 +299,136 @@ pub async fn list(
         .collect();
     Ok(response::json(
         StatusCode::OK,
-        &serde_json::json!({"media": media, "next": next}),
+        &serde_json::json!({"media": media, "next": next.flatten()}),
     ))
+}
+
+/// A listing's query string as a [`ListQuery`]. Each key at most once;
+/// an empty `q` or `type` is no filter; `limit` above `max` is `max`.
+fn list_query(query: &str, max: usize) -> Result<ListQuery, ApiError> {
+    let bad = |m: String| ApiError::new(Kind::Malformed, m);
+    let mut q = ListQuery::new(Order::NewestFirst, max.min(100));
+    let (mut order, mut from) = (None, None);
+    let mut seen: Vec<&str> = Vec::new();
+    for kv in query.split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        if seen.contains(&k) {
+            return Err(bad(format!("query parameter {k:?} is given twice")));
+        }
+        seen.push(k);
+        match k {
+            "limit" => {
+                let n = v.parse::<usize>().ok().filter(|n| *n > 0);
+                let why =
+                    || format!("limit must be a whole number from 1 (at most {max} are sent)");
+                q.limit = n.ok_or_else(|| bad(why()))?.min(max);
+            }
+            "after" => {
+                let c = parse_cursor(v);
+                let why = || "after must be the next cursor of an earlier page".to_string();
+                from = Some(c.ok_or_else(|| bad(why()))?);
+            }
+            "order" => {
+                order = Some(match v {
+                    "desc" => Order::NewestFirst,
+                    "asc" => Order::OldestFirst,
+                    _ => {
+                        let m = format!(
+                            "order must be desc (newest first, the default) or asc, not {v:?}"
+                        );
+                        return Err(bad(m));
+                    }
+                })
+            }
+            "q" => q.name = Some(query_value("q", v)?).filter(|t| !t.is_empty()),
+            "type" => {
+                let t = query_value("type", v)?;
+                if !t.is_empty() {
+                    let f = TypeFilter::parse(&t).ok_or_else(|| {
+                        bad(format!(
+                            "type must be a media type such as image/png or a top-level \
+                             wildcard such as image/*, not {t:?}"
+                        ))
+                    })?;
+                    q.media_type = Some(f);
+                }
+            }
+            _ => return Err(bad(format!("unknown query parameter {k:?}"))),
+        }
+    }
+    q.order = match (order, from) {
+        (Some(o), Some((c, _))) if o != c => {
+            let m = format!(
+                "this cursor is from an order={} listing: ask with that order, or without after",
+                order_name(c)
+            );
+            return Err(bad(m));
+        }
+        (o, c) => o.or(c.map(|c| c.0)).unwrap_or_default(),
+    };
+    q.after = from.map(|c| c.1);
+    Ok(q)
+}
+
+fn order_name(o: Order) -> &'static str {
+    match o {
+        Order::NewestFirst => "desc",
+        Order::OldestFirst => "asc",
+    }
+}
+
+/// A page's end as handed to the client: the order's letter and the last
+/// row's `seq` (`d4714`). Opaque to clients; the order in it keeps a
+/// cursor from being read in the other order, where it would skip rows.
+fn cursor(order: Order, seq: i64) -> String {
+    let o = match order {
+        Order::NewestFirst => 'd',
+        Order::OldestFirst => 'a',
+    };
+    format!("{o}{seq}")
+}
+
+fn parse_cursor(s: &str) -> Option<(Order, i64)> {
+    let order = match s.as_bytes().first()? {
+        b'd' => Order::NewestFirst,
+        b'a' => Order::OldestFirst,
+        _ => return None,
+    };
+    let seq = &s[1..];
+    let digits = !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit());
+    Some((order, seq.parse().ok().filter(|_| digits)?))
+}
+
+/// A query string value (`application/x-www-form-urlencoded`: `+` is a
+/// space, `%XX` a byte), which must be UTF-8; `q` at most
+/// [`QUERY_MAX_BYTES`].
+fn query_value(key: &str, v: &str) -> Result<String, ApiError> {
+    let bad = |m: String| ApiError::new(Kind::Malformed, m);
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = b
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok());
+                let byte = hex.and_then(|h| u8::from_str_radix(h, 16).ok());
+                out.push(byte.ok_or_else(|| bad(format!("{key} has a bad %-escape")))?);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    if out.len() > QUERY_MAX_BYTES {
+        return Err(bad(format!(
+            "{key} is {} bytes, over the limit of {QUERY_MAX_BYTES} bytes",
+            out.len()
+        )));
+    }
+    String::from_utf8(out).map_err(|_| bad(format!("{key} is not UTF-8")))
 }
 
 /// `DELETE /v1/media/{id}`: the row goes and a lease on the id appears in
@@ -333,6 +459,66 @@ pub async fn delete(state: &Arc<AppState>, id: &str) -> Result<Response, ApiErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(q: &str) -> Result<ListQuery, String> {
+        list_query(q, 1000).map_err(|e| {
+            assert_eq!(e.status(), 400, "{q}");
+            e.message
+        })
+    }
+
+    #[test]
+    fn listing_queries() {
+        let q = parse("").unwrap();
+        assert_eq!(q, ListQuery::new(Order::NewestFirst, 100));
+        let q = parse("order=asc&limit=5000&q=Caf%C3%A9+100%25&type=Image/*").unwrap();
+        assert_eq!(q.order, Order::OldestFirst);
+        assert_eq!(q.limit, 1000);
+        assert_eq!(q.name.as_deref(), Some("Café 100%"));
+        assert_eq!(q.media_type, Some(TypeFilter::Top("image".into())));
+        let q = parse("q=&type=").unwrap();
+        assert_eq!((q.name, q.media_type), (None, None), "empty is no filter");
+        let long = "x".repeat(QUERY_MAX_BYTES);
+        assert_eq!(
+            parse(&format!("q={long}")).unwrap().name,
+            Some(long.clone())
+        );
+        let e = parse(&format!("q={long}%41")).unwrap_err();
+        assert!(e.contains("q is 257 bytes") && e.contains("256"), "{e}");
+        for (bad, says) in [
+            ("order=newest", "order must be desc"),
+            ("type=image", "type must be a media type"),
+            ("type=*/*", "type must be a media type"),
+            ("type=text/plain;charset=utf-8", "type must be a media type"),
+            ("q=%FF", "q is not UTF-8"),
+            ("q=%4", "q has a bad %-escape"),
+            ("q=a&q=b", "given twice"),
+            ("limit=0", "limit must be"),
+            ("after=12", "after must be"),
+            ("after=d", "after must be"),
+            ("after=d-1", "after must be"),
+            ("after=x12", "after must be"),
+            ("bogus=1", "unknown query parameter \"bogus\""),
+            ("after=a7&order=desc", "from an order=asc listing"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_cursor_carries_its_order() {
+        for order in [Order::NewestFirst, Order::OldestFirst] {
+            let c = cursor(order, 4714);
+            assert_eq!(parse_cursor(&c), Some((order, 4714)));
+            // Without `order`, the cursor's own; with the same, fine.
+            let q = parse(&format!("after={c}")).unwrap();
+            assert_eq!((q.order, q.after), (order, Some(4714)));
+            let same = format!("after={c}&order={}", order_name(order));
+            assert_eq!(parse(&same).unwrap().order, order);
+        }
+        assert_ne!(cursor(Order::NewestFirst, 1), cursor(Order::OldestFirst, 1));
+    }
 
     #[test]
     fn ranges() {

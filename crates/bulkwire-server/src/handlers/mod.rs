@@ -10,6 +10,7 @@
 //! | `GET`, `HEAD /v1/media` | [`media::list`] |
 //! | `GET`, `HEAD /v1/media/{id}` | [`media::download`] |
 //! | `DELETE /v1/media/{id}` | [`media::delete`] |
+//! | `GET`, `HEAD /v1/me` | [`me::answer`] (who the credentials name) |
 //! | `POST /soap`, `GET /soap?wsdl` | [`soap::route`] (SOAP 1.1/1.2, MTOM) |
 //! | `POST /xmlrpc` (alias `/xmlrpc.php`) | [`xmlrpc::call`] (WordPress media API) |
 //! | `/v1/uploads`, `/v1/uploads/{id}` | [`tus::route`] (tus 1.0, IETF resumable uploads) |
@@ -20,6 +21,7 @@
 //! user's name and password in the call, as WordPress does.
 
 pub mod form;
+pub mod me;
 pub mod media;
 pub mod raw;
 pub mod soap;
@@ -193,6 +195,16 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
             return tus::route(state, req, &rest).await;
         }
     }
+    if path == "/v1/me" {
+        return match identify(state, &req).await {
+            Ok(_) if !get => {
+                let e = ApiError::method_not_allowed(m, "GET, HEAD");
+                reject(state, req, e)
+            }
+            Ok(who) => me::answer(&who),
+            Err(e) => reject(state, req, e),
+        };
+    }
     let Some(rest) = path.strip_prefix("/v1/media") else {
         return reject(state, req, ApiError::new(Kind::NotFound, "no such route"));
     };
@@ -208,12 +220,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         let id = id.to_string();
         return link_download(state, req, &id).await;
     }
-    let auth = req.headers().get(http::header::AUTHORIZATION);
-    if let Err(e) = state
-        .auth
-        .authenticate(&*state.meta, auth.map(|v| v.as_bytes()))
-        .await
-    {
+    if let Err(e) = identify(state, &req).await {
         return reject(state, req, e);
     }
     let rest = rest.to_string();
@@ -222,6 +229,16 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         state.metrics.rejected(e.reason());
         response::error(&e, false)
     })
+}
+
+/// Who the request's `Authorization` names (see [`crate::Auth::identify`]);
+/// 401 when nobody, or the store's error when it cannot say.
+async fn identify(state: &Arc<AppState>, req: &Request<Incoming>) -> Result<String, ApiError> {
+    let auth = req.headers().get(http::header::AUTHORIZATION);
+    state
+        .auth
+        .authenticate(&*state.meta, auth.map(|v| v.as_bytes()))
+        .await
 }
 
 /// `GET`/`HEAD /v1/media/{id}?[exp=…&]sig=…`: 403 for a bad or expired

@@ -2,7 +2,9 @@
 //! the binary at compile time (no CDN, no Node at run time, no build step).
 //!
 //! The page is plain HTML, CSS and one ES module (`assets/`); it talks to `/v1` like any other
-//! client (tus 1.0 for uploads, `/v1/media` for the library). Every answer here carries a strict
+//! client (tus 1.0 for uploads, `/v1/media` for the library: newest first, its search and type
+//! filter answered by the server, pages by cursor; `/v1/me` for the name shown as signed in).
+//! Every answer here carries a strict
 //! `Content-Security-Policy` (no inline script or style, nothing from another origin),
 //! `nosniff` and `no-referrer`. Assets are revalidated on every load (`no-cache`) against an
 //! `ETag` that is a hash of the embedded bytes, so a new binary's page is picked up at once

@@ -5,9 +5,9 @@
 pub mod clients;
 
 use bulkwire_server::store::{
-    BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, Lease, MediaRecord, MetaError,
-    MetaStore, NewMedia, Pending, PgMeta, S3BlobStore, S3Config, Spool, SpoolWriter, SqliteMeta,
-    Token, UploadRow, UserInfo, UserSet,
+    BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, Lease, ListQuery, MediaRecord,
+    MetaError, MetaStore, NewMedia, Pending, PgMeta, S3BlobStore, S3Config, Spool, SpoolWriter,
+    SqliteMeta, Token, UploadRow, UserInfo, UserSet,
 };
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
@@ -350,8 +350,8 @@ impl MetaStore for FailingMeta {
     fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
         self.inner.get(id)
     }
-    fn list(&self, after: i64, limit: usize) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
-        self.inner.list(after, limit)
+    fn list(&self, q: ListQuery) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
+        self.inner.list(q)
     }
     fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
         self.inner.delete(id, node)
@@ -488,15 +488,23 @@ impl Harness {
             .unwrap()
     }
 
-    /// Every listed id, following cursors.
+    /// Every listed item in upload order (`order=asc`), following cursors.
     pub async fn list_all(&self) -> Vec<serde_json::Value> {
+        self.list_pages("order=asc&limit=2").await
+    }
+
+    /// Every item `GET /v1/media?{query}` lists, page by page: the query
+    /// again with each page's `next` as `after`, until `next` is null.
+    pub async fn list_pages(&self, query: &str) -> Vec<serde_json::Value> {
         let mut out = Vec::new();
-        let mut q = "/v1/media?limit=2".to_string();
+        let mut q = format!("/v1/media?{query}");
         loop {
-            let j: serde_json::Value = self.get(&q).send().await.unwrap().json().await.unwrap();
+            let r = self.get(&q).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{q}");
+            let j: serde_json::Value = r.json().await.unwrap();
             out.extend(j["media"].as_array().unwrap().iter().cloned());
             match j["next"].as_str() {
-                Some(n) => q = format!("/v1/media?limit=2&after={n}"),
+                Some(n) => q = format!("/v1/media?{query}&after={n}"),
                 None => return out,
             }
         }

@@ -10,7 +10,7 @@
 
 use super::Failure;
 use crate::state::AppState;
-use crate::store::{is_id, MediaRecord};
+use crate::store::{is_id, ListQuery, MediaRecord, Order};
 use bulkwire_xmlrpc::{DateTime, Fault, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -390,12 +390,13 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
     if f.other_parent {
         return Ok(Value::Array(out));
     }
-    let (mut after, mut skip) = (0, f.offset);
+    let mut q = ListQuery::new(Order::OldestFirst, max);
+    let mut skip = f.offset;
     while out.len() < f.number {
-        let page = ctx.state.meta.list(after, max).await;
+        let page = ctx.state.meta.list(q.clone()).await;
         let page = page.map_err(storage_fault)?;
         let Some(last) = page.last() else { break };
-        after = last.seq;
+        q.after = Some(last.seq);
         for m in page.iter().filter(|m| f.matches(m)) {
             if skip > 0 {
                 skip -= 1;

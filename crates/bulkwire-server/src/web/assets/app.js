@@ -1,12 +1,15 @@
 // bulkwire's upload page and media library: plain JavaScript, no framework, no build step,
 // nothing from another origin. Uploads go through the server's tus 1.0 endpoint
 // (/v1/uploads: creation, then PATCH in chunks, HEAD to resume, DELETE to cancel); the
-// library is GET /v1/media. DOM is built from elements and textContent (no HTML is parsed),
+// library is GET /v1/media (newest first, searched by name and filtered by type on the
+// server, paged by its cursors); the signed-in name is GET /v1/me. DOM is built from elements and textContent (no HTML is parsed),
 // and no inline style is set (the page's Content-Security-Policy forbids it).
 
 const CHUNK = 8 * 1024 * 1024;
 const PAGE_SIZE = 24;
 const PARALLEL = 3;
+/// Quiet time after the last keystroke in the search box before the library asks the server.
+const SEARCH_MS = 300;
 /// Waits before each new attempt after a network error or a 5xx; then the upload fails and
 /// offers "Retry".
 const RETRY_MS = [500, 1500, 4000, 8000];
@@ -95,9 +98,10 @@ function describe(status, j) {
   const base = (j && j.message) || `HTTP ${status}`;
   const limit = j && j.limit;
   if (!limit || limit.name === undefined) return base;
+  // The server's message names the limit with its value in its unit
+  // (`[limits] body_bytes = 8 GiB`): then it says it all.
+  if (base.includes(limit.name)) return base;
   const human = /_bytes$/.test(limit.name) ? ` (${bytes(limit.value)})` : '';
-  // The server's message usually names the limit already: then only make it readable.
-  if (base.includes(limit.name) && base.includes(String(limit.value))) return `${base}${human}`;
   return `${base} — limit ${limit.name} = ${limit.value}${human}`;
 }
 
@@ -138,19 +142,26 @@ function signOut(message = '') {
   showSignIn(message);
 }
 
-/// Checks `header` with `GET /v1/media?limit=1`: null when it works, else why not.
+/// Checks `header` with `GET /v1/me`: `{ name }` (who the server says it names) when it
+/// works, else `{ problem }` (why not).
 async function check(header) {
   let res;
   try {
-    res = await fetch('/v1/media?limit=1', {
+    res = await fetch('/v1/me', {
       headers: { Authorization: header },
       cache: 'no-store',
     });
   } catch (e) {
-    return `The server cannot be reached (${e.message}).`;
+    return { problem: `The server cannot be reached (${e.message}).` };
   }
-  if (res.ok) return null;
-  return serverMessage(res);
+  if (!res.ok) return { problem: await serverMessage(res) };
+  let j = null;
+  try {
+    j = await res.json();
+  } catch {
+    // Not JSON: signed in all the same, under no name.
+  }
+  return { name: j && typeof j.name === 'string' ? j.name : '' };
 }
 
 function setUpSignIn() {
@@ -165,25 +176,22 @@ function setUpSignIn() {
     ev.preventDefault();
     const mode = document.querySelector('input[name=mode]:checked').value;
     let header;
-    let who;
     if (mode === 'token') {
       const t = $('token').value.trim();
       if (!t) return showSignIn('Enter a token.');
       header = `Bearer ${t}`;
-      who = 'token';
     } else {
       const u = $('user').value;
       if (!u) return showSignIn('Enter a user name.');
       header = `Basic ${b64(`${u}:${$('password').value}`)}`;
-      who = u;
     }
     const button = $('signin-button');
     button.disabled = true;
     $('signin-error').textContent = '';
-    const problem = await check(header);
+    const { problem, name } = await check(header);
     button.disabled = false;
     if (problem) return showSignIn(problem);
-    auth.save(header, who);
+    auth.save(header, name);
     $('token').value = '';
     $('password').value = '';
     showApp();
@@ -513,8 +521,9 @@ function setUpUploads() {
 }
 
 // ---------------------------------------------------------------------------
-// The library: GET /v1/media pages (oldest first, `next` a cursor), so "previous" walks back
-// over the cursors seen.
+// The library: GET /v1/media pages, newest first unless asked otherwise, searched and filtered
+// by the server (`q`, `type`). `next` is an opaque cursor: page i is asked with cursors[i], so
+// "previous" walks back over the cursors seen, and uploads or deletes meanwhile shift no page.
 
 const library = {
   cursors: [null], // cursors[i]: the `after` of page i
@@ -522,30 +531,62 @@ const library = {
   next: null,
   items: [],
   timer: null,
+  searchTimer: null,
+  asked: 0, // the latest request: answers to earlier ones are dropped
+
+  /// What the controls ask for.
+  filters() {
+    return { q: $('search').value.trim(), type: $('type-filter').value, order: $('order').value };
+  },
+
+  url(after) {
+    const f = this.filters();
+    const p = new URLSearchParams({ limit: String(PAGE_SIZE), order: f.order });
+    if (f.q) p.set('q', f.q);
+    if (f.type) p.set('type', f.type);
+    if (after !== null && after !== undefined) p.set('after', after);
+    return `/v1/media?${p}`;
+  },
 
   clear() {
+    this.asked += 1;
     this.cursors = [null];
     this.page = 0;
+    this.items = [];
     $('grid').replaceChildren();
     $('library-status').textContent = '';
   },
 
+  /// From the first page again (the search, the type or the order changed).
+  restart() {
+    clearTimeout(this.searchTimer);
+    this.clear();
+    return this.load();
+  },
+
   async load(after = this.cursors[this.page], first = false) {
     if (first) this.clear();
-    let q = `/v1/media?limit=${PAGE_SIZE}`;
-    if (after !== null && after !== undefined) q += `&after=${encodeURIComponent(after)}`;
+    this.asked += 1;
+    const asked = this.asked;
+    $('grid').setAttribute('aria-busy', 'true');
     let res;
+    let j;
     try {
-      res = await api(q);
+      res = await api(this.url(after));
+      j = res.ok ? await res.json() : null;
     } catch (e) {
-      $('library-status').textContent = `The library could not be loaded: ${e.message}`;
+      if (asked === this.asked) {
+        $('library-status').textContent = `The library could not be loaded: ${e.message}`;
+        $('grid').setAttribute('aria-busy', 'false');
+      }
       return;
     }
+    if (asked !== this.asked) return; // a newer request is on its way
     if (!res.ok) {
       $('library-status').textContent = await serverMessage(res);
+      $('grid').setAttribute('aria-busy', 'false');
       return;
     }
-    const j = await res.json();
     this.items = j.media || [];
     this.next = j.next === undefined ? null : j.next;
     if (!this.items.length && this.page > 0) {
@@ -562,12 +603,17 @@ const library = {
     grid.replaceChildren(...this.items.map(card));
     const n = this.items.length;
     const start = this.page * PAGE_SIZE;
+    const f = this.filters();
+    const empty = f.q || f.type ? 'Nothing matches.' : 'Nothing uploaded yet.';
     $('library-status').textContent = n
       ? `Items ${start + 1}–${start + n}${this.next === null ? '' : ' (more on the next page)'}`
-      : 'Nothing uploaded yet.';
+      : empty;
     $('page-label').textContent = `Page ${this.page + 1}`;
     $('prev').disabled = this.page === 0;
     $('next').disabled = this.next === null;
+    $('first').hidden = this.page < 2;
+    $('first').textContent = f.order === 'asc' ? '⇤ Oldest' : '⇤ Newest';
+    grid.setAttribute('aria-busy', 'false');
   },
 
   forward() {
@@ -577,15 +623,21 @@ const library = {
     this.load().then(() => $('library-h').focus());
   },
 
-  back() {
+  back(to = this.page - 1) {
     if (this.page === 0) return;
-    this.page -= 1;
+    this.page = Math.max(0, to);
     this.cursors.length = this.page + 1;
     this.load().then(() => $('library-h').focus());
   },
 
-  /// A finished upload: reload the page shown (new items come last, so they show on the last
-  /// page, or "Next" lights up). Several finishing together reload once.
+  /// Typing in the search box: ask once the typing pauses.
+  searched() {
+    clearTimeout(this.searchTimer);
+    this.searchTimer = setTimeout(() => this.restart(), SEARCH_MS);
+  },
+
+  /// A finished upload: reload the page shown (newest first, a new item shows on the first
+  /// page). Several finishing together reload once.
   uploaded() {
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.load(), 150);
@@ -617,6 +669,22 @@ function kindLabel(m) {
   return (m.content_type || 'file').split('/').pop().split(';')[0];
 }
 
+/// A media type that a narrow card breaks only after its `/` or at a space, never inside a
+/// word: each piece stays whole (`.mtype .seg`, no wrapping inside), a `<wbr>` after the
+/// slash; a piece wider than the card ends in an ellipsis, and the whole type is the title.
+function mediaType(ct) {
+  const span = el('span', { class: 'mtype', title: ct });
+  for (const piece of ct.match(/[^\s/]*\/|[^\s/]+|\s+/g) || []) {
+    if (/^\s/.test(piece)) {
+      span.append(' ');
+      continue;
+    }
+    span.append(el('span', { class: 'seg', text: piece }));
+    if (piece.endsWith('/')) span.append(el('wbr'));
+  }
+  return span;
+}
+
 function card(m) {
   const name = m.filename || m.id;
   const thumb = el('div', { class: 'thumb' });
@@ -634,10 +702,11 @@ function card(m) {
   const dl = el('dl');
   for (const [k, v] of [
     ['Size', bytes(m.size)],
-    ['Type', m.content_type || 'unknown'],
+    ['Type', mediaType(m.content_type || 'unknown')],
     ['Added', date(m.created)],
   ]) {
-    dl.append(el('dt', { text: k }), el('dd', { text: v }));
+    const dd = typeof v === 'string' ? el('dd', { text: v }) : el('dd', { class: 'type' }, v);
+    dl.append(el('dt', { text: k }), dd);
   }
   const copy = el('button', { type: 'button', text: 'Copy link' });
   copy.setAttribute('aria-label', `Copy link to ${name}`);
@@ -693,6 +762,14 @@ function setUpLibrary() {
   $('refresh').addEventListener('click', () => library.load());
   $('next').addEventListener('click', () => library.forward());
   $('prev').addEventListener('click', () => library.back());
+  $('first').addEventListener('click', () => library.back(0));
+  $('search').addEventListener('input', () => library.searched());
+  // Enter in the search box asks at once.
+  $('search').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') library.restart();
+  });
+  $('type-filter').addEventListener('change', () => library.restart());
+  $('order').addEventListener('change', () => library.restart());
 }
 
 async function main() {
@@ -707,11 +784,12 @@ async function main() {
   const saved = auth.header;
   if (!saved) return showSignIn();
   // A reload: the tab's credentials still work?
-  const problem = await check(saved);
+  const { problem, name } = await check(saved);
   if (problem) {
     auth.clear();
     return showSignIn(problem);
   }
+  auth.save(saved, name);
   showApp();
   library.load(null, true);
 }
