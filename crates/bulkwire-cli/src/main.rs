@@ -10,6 +10,8 @@ mod creds;
 mod load;
 mod parse;
 mod parse_xml;
+#[cfg(test)]
+mod reference;
 mod serve;
 
 /// Large binary payloads over HTTP, at memory speed and in constant memory.
