@@ -136,7 +136,11 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     let auth = parts.headers.get(http::header::AUTHORIZATION);
     let allowed = state
         .auth
-        .authenticate(&*state.meta, auth.map(|v| v.as_bytes()))
+        .authenticate(
+            &*state.meta,
+            auth.map(|v| v.as_bytes()),
+            crate::access::client(&parts.extensions),
+        )
         .await;
     if let Err(e) = allowed {
         state.metrics.rejected(e.reason());
