@@ -12,7 +12,7 @@
 //!   `now()`. The lease expiry compares heartbeats that different nodes
 //!   wrote; with node clocks, a node running behind would see a live
 //!   node's lease as expired and remove an upload in flight.
-//! - [`MetaStore::claim_expired`] is one `UPDATE` over
+//! - [`LeaseStore::claim_expired`](crate::LeaseStore::claim_expired) is one `UPDATE` over
 //!   `FOR UPDATE SKIP LOCKED`: two janitors never take the same lease and
 //!   never wait for each other.
 //! - Connections come from a deadpool pool whose wait, create and recycle
@@ -27,8 +27,8 @@
 
 use crate::list::{self, Arg};
 use crate::{
-    token_id, BoxFut, ListQuery, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token,
-    UploadRow, UserInfo, UserSet,
+    token_id, BoxFut, CredentialStore, LeaseStore, ListQuery, MediaRecord, MediaStore, MetaCore,
+    MetaError, NewMedia, Pending, Token, UploadRow, UploadStore, UserInfo, UserSet,
 };
 use deadpool_postgres::{
     Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
@@ -703,11 +703,26 @@ fn rows<T>(rows: Vec<Row>, f: impl Fn(&Row) -> Result<T, PgError>) -> Result<Vec
     rows.iter().map(|r| f(r).map_err(db)).collect()
 }
 
-impl MetaStore for PgMeta {
+impl MetaCore for PgMeta {
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        Box::pin(async move { self.value::<i32>("SELECT 1", &[]).await.map(drop) })
+    }
+
+    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
+        Box::pin(self.describe_now())
+    }
+
     fn backend(&self) -> &'static str {
         "postgres"
     }
 
+    fn single_process(&self) -> bool {
+        // Any number of nodes share the database.
+        false
+    }
+}
+
+impl MediaStore for PgMeta {
     fn insert<'a>(
         &'a self,
         rows: Vec<NewMedia>,
@@ -749,19 +764,9 @@ impl MetaStore for PgMeta {
             ids.iter().map(|r| r.try_get(0).map_err(db)).collect()
         })
     }
+}
 
-    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
-        Box::pin(async move { self.value::<i32>("SELECT 1", &[]).await.map(drop) })
-    }
-
-    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
-        Box::pin(self.describe_now())
-    }
-
-    fn exclusive(&self) -> bool {
-        false
-    }
-
+impl CredentialStore for PgMeta {
     fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
         Box::pin(async move {
             let id = token_id(&digest);
@@ -772,27 +777,6 @@ impl MetaStore for PgMeta {
 
     fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
         Box::pin(async move { self.value(TOKEN_KNOWN, &[&&digest[..]]).await })
-    }
-
-    fn secret<'a>(
-        &'a self,
-        name: &'a str,
-        fresh: Vec<u8>,
-    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
-        Box::pin(async move {
-            // Two nodes starting at once both insert; the first wins and
-            // both read its value.
-            self.execute(SECRET_INIT, &[&name, &fresh]).await?;
-            self.value(SECRET_GET, &[&name]).await
-        })
-    }
-
-    fn secret_set<'a>(
-        &'a self,
-        name: &'a str,
-        value: Vec<u8>,
-    ) -> BoxFut<'a, Result<(), MetaError>> {
-        Box::pin(async move { self.execute(SECRET_SET, &[&name, &value]).await.map(drop) })
     }
 
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
@@ -847,6 +831,29 @@ impl MetaStore for PgMeta {
         })
     }
 
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
+        Box::pin(async move {
+            // Two nodes starting at once both insert; the first wins and
+            // both read its value.
+            self.execute(SECRET_INIT, &[&name, &fresh]).await?;
+            self.value(SECRET_GET, &[&name]).await
+        })
+    }
+
+    fn secret_set<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        Box::pin(async move { self.execute(SECRET_SET, &[&name, &value]).await.map(drop) })
+    }
+}
+
+impl LeaseStore for PgMeta {
     fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         Box::pin(async move { self.execute(LEASE, &[&id, &node]).await.map(drop) })
     }
@@ -886,6 +893,29 @@ impl MetaStore for PgMeta {
         Box::pin(async move { self.execute(HEARTBEAT, &[&node]).await.map(drop) })
     }
 
+    fn claim_expired<'a>(
+        &'a self,
+        node: &'a str,
+        expiry: Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
+        let (expiry, limit) = (
+            expiry.as_secs_f64(),
+            i64::try_from(limit).unwrap_or(i64::MAX),
+        );
+        Box::pin(async move {
+            let params: Params<'_> = &[&node, &expiry, &limit];
+            rows(self.query(CLAIM, params).await?, |r| {
+                Ok(Pending {
+                    id: r.try_get(0)?,
+                    handle: r.try_get(1)?,
+                })
+            })
+        })
+    }
+}
+
+impl UploadStore for PgMeta {
     fn upload_create<'a>(
         &'a self,
         row: UploadRow,
@@ -934,27 +964,6 @@ impl MetaStore for PgMeta {
     fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         Box::pin(async move { rows(self.query(UPLOAD_EXPIRED, &[&limit]).await?, upload_row) })
-    }
-
-    fn claim_expired<'a>(
-        &'a self,
-        node: &'a str,
-        expiry: Duration,
-        limit: usize,
-    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
-        let (expiry, limit) = (
-            expiry.as_secs_f64(),
-            i64::try_from(limit).unwrap_or(i64::MAX),
-        );
-        Box::pin(async move {
-            let params: Params<'_> = &[&node, &expiry, &limit];
-            rows(self.query(CLAIM, params).await?, |r| {
-                Ok(Pending {
-                    id: r.try_get(0)?,
-                    handle: r.try_get(1)?,
-                })
-            })
-        })
     }
 }
 

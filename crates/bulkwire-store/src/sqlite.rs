@@ -13,8 +13,8 @@
 
 use super::list::{self, Arg};
 use super::{
-    token_id, BoxFut, ListQuery, MediaRecord, MetaError, MetaStore, NewMedia, Pending, Token,
-    UploadRow, UserInfo, UserSet,
+    token_id, BoxFut, CredentialStore, LeaseStore, ListQuery, MediaRecord, MediaStore, MetaCore,
+    MetaError, NewMedia, Pending, Token, UploadRow, UploadStore, UserInfo, UserSet,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashSet;
@@ -407,7 +407,35 @@ fn save_upload(
     Ok(Some(rec))
 }
 
-impl MetaStore for SqliteMeta {
+impl MetaCore for SqliteMeta {
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        self.with(|c| c.query_row("SELECT 1", [], |_| Ok(())))
+    }
+
+    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
+        let path = self.path.clone();
+        self.with(move |c| {
+            let v: String = c.query_row("SELECT sqlite_version()", [], |r| r.get(0))?;
+            let s: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            Ok(format!(
+                "SQLite {v} at {}, schema version {s}",
+                path.display()
+            ))
+        })
+    }
+
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn single_process(&self) -> bool {
+        // The file is opened by one process (DESIGN.md: the embedded store
+        // is one node).
+        true
+    }
+}
+
+impl MediaStore for SqliteMeta {
     fn insert<'a>(
         &'a self,
         rows: Vec<NewMedia>,
@@ -464,30 +492,6 @@ impl MetaStore for SqliteMeta {
         })
     }
 
-    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
-        self.with(|c| c.query_row("SELECT 1", [], |_| Ok(())))
-    }
-
-    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
-        let path = self.path.clone();
-        self.with(move |c| {
-            let v: String = c.query_row("SELECT sqlite_version()", [], |r| r.get(0))?;
-            let s: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            Ok(format!(
-                "SQLite {v} at {}, schema version {s}",
-                path.display()
-            ))
-        })
-    }
-
-    fn backend(&self) -> &'static str {
-        "sqlite"
-    }
-
-    fn exclusive(&self) -> bool {
-        true
-    }
-
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.with(|c| {
             let mut st = c.prepare("SELECT id FROM media UNION SELECT id FROM uploads")?;
@@ -495,7 +499,9 @@ impl MetaStore for SqliteMeta {
             ids.collect()
         })
     }
+}
 
+impl CredentialStore for SqliteMeta {
     fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
         let writes = self.writes.clone();
         self.with(move |c| {
@@ -537,38 +543,6 @@ impl MetaStore for SqliteMeta {
     fn token_revoke<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
         let id = id.to_string();
         self.with(move |c| Ok(c.execute("DELETE FROM tokens WHERE id = ?1", [id])? > 0))
-    }
-
-    fn secret<'a>(
-        &'a self,
-        name: &'a str,
-        fresh: Vec<u8>,
-    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
-        let name = name.to_string();
-        self.with(move |c| {
-            c.prepare_cached(
-                "INSERT OR IGNORE INTO secrets (name, value, created) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![name, fresh, now()])?;
-            c.prepare_cached("SELECT value FROM secrets WHERE name = ?1")?
-                .query_row([name], |r| r.get(0))
-        })
-    }
-
-    fn secret_set<'a>(
-        &'a self,
-        name: &'a str,
-        value: Vec<u8>,
-    ) -> BoxFut<'a, Result<(), MetaError>> {
-        let name = name.to_string();
-        self.with(move |c| {
-            c.prepare_cached(
-                "INSERT INTO secrets (name, value, created) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, created = excluded.created",
-            )?
-            .execute(params![name, value, now()])?;
-            Ok(())
-        })
     }
 
     fn user_set<'a>(
@@ -626,6 +600,40 @@ impl MetaStore for SqliteMeta {
         })
     }
 
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
+        let name = name.to_string();
+        self.with(move |c| {
+            c.prepare_cached(
+                "INSERT OR IGNORE INTO secrets (name, value, created) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![name, fresh, now()])?;
+            c.prepare_cached("SELECT value FROM secrets WHERE name = ?1")?
+                .query_row([name], |r| r.get(0))
+        })
+    }
+
+    fn secret_set<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        let name = name.to_string();
+        self.with(move |c| {
+            c.prepare_cached(
+                "INSERT INTO secrets (name, value, created) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, created = excluded.created",
+            )?
+            .execute(params![name, value, now()])?;
+            Ok(())
+        })
+    }
+}
+
+impl LeaseStore for SqliteMeta {
     fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         let (id, node) = (id.to_string(), node.to_string());
         self.relaxed(move |c| {
@@ -693,6 +701,45 @@ impl MetaStore for SqliteMeta {
         })
     }
 
+    fn claim_expired<'a>(
+        &'a self,
+        node: &'a str,
+        expiry: Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
+        let node = node.to_string();
+        let cutoff = now() - expiry.as_secs() as i64;
+        // One connection, one transaction: nothing else can claim between
+        // the select and the update.
+        self.with(move |c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let claimed: Vec<Pending> = {
+                let mut st = tx.prepare_cached(
+                    "SELECT p.id, p.handle FROM pending p LEFT JOIN nodes n ON n.node = p.node
+                     WHERE p.node = ?1 OR n.heartbeat IS NULL OR n.heartbeat < ?2
+                     ORDER BY p.started LIMIT ?3",
+                )?;
+                let rows = st.query_map(params![node, cutoff, limit as i64], |r| {
+                    Ok(Pending {
+                        id: r.get(0)?,
+                        handle: r.get(1)?,
+                    })
+                })?;
+                rows.collect::<rusqlite::Result<_>>()?
+            };
+            {
+                let mut up = tx.prepare_cached("UPDATE pending SET node = ?2 WHERE id = ?1")?;
+                for p in &claimed {
+                    up.execute(params![p.id, node])?;
+                }
+            }
+            tx.commit()?;
+            Ok(claimed)
+        })
+    }
+}
+
+impl UploadStore for SqliteMeta {
     fn upload_create<'a>(
         &'a self,
         row: UploadRow,
@@ -741,12 +788,6 @@ impl MetaStore for SqliteMeta {
                 .query_row([id], upload_row)
                 .optional()
         })
-    }
-
-    fn single_process(&self) -> bool {
-        // The file is opened by one process (DESIGN.md: the embedded store
-        // is one node).
-        true
     }
 
     fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
@@ -812,43 +853,6 @@ impl MetaStore for SqliteMeta {
             let mut st = c.prepare_cached(&sql)?;
             let rows = st.query_map(params![now(), limit as i64], upload_row)?;
             rows.collect()
-        })
-    }
-
-    fn claim_expired<'a>(
-        &'a self,
-        node: &'a str,
-        expiry: Duration,
-        limit: usize,
-    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
-        let node = node.to_string();
-        let cutoff = now() - expiry.as_secs() as i64;
-        // One connection, one transaction: nothing else can claim between
-        // the select and the update.
-        self.with(move |c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let claimed: Vec<Pending> = {
-                let mut st = tx.prepare_cached(
-                    "SELECT p.id, p.handle FROM pending p LEFT JOIN nodes n ON n.node = p.node
-                     WHERE p.node = ?1 OR n.heartbeat IS NULL OR n.heartbeat < ?2
-                     ORDER BY p.started LIMIT ?3",
-                )?;
-                let rows = st.query_map(params![node, cutoff, limit as i64], |r| {
-                    Ok(Pending {
-                        id: r.get(0)?,
-                        handle: r.get(1)?,
-                    })
-                })?;
-                rows.collect::<rusqlite::Result<_>>()?
-            };
-            {
-                let mut up = tx.prepare_cached("UPDATE pending SET node = ?2 WHERE id = ?1")?;
-                for p in &claimed {
-                    up.execute(params![p.id, node])?;
-                }
-            }
-            tx.commit()?;
-            Ok(claimed)
         })
     }
 }
