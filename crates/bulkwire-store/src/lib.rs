@@ -31,6 +31,7 @@ mod postgres;
 mod s3;
 #[cfg(feature = "s3")]
 mod s3_spool;
+mod schema;
 pub mod spool;
 mod sqlite;
 

@@ -25,9 +25,10 @@ mod schema;
 mod tests;
 mod uploads;
 
+use crate::schema::SCHEMA_VERSION;
 use crate::{BoxFut, MetaCore, MetaError};
 use rusqlite::Connection;
-use schema::{migrate, SCHEMA_VERSION};
+use schema::migrate;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;

@@ -1,5 +1,5 @@
-use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use super::*;
+use crate::schema::{SCHEMA_VERSION, STEPS};
 use crate::{LeaseStore, ListQuery, MediaRecord, MediaStore, NewMedia};
 use rusqlite::params;
 
@@ -35,7 +35,7 @@ async fn migrations_run_once_and_a_newer_schema_is_refused() {
     let path = d.path().join("m.sqlite");
     // A database of the first release: the media table, no version.
     let c = Connection::open(&path).unwrap();
-    c.execute_batch(MIGRATIONS[0]).unwrap();
+    c.execute_batch(STEPS[0].sqlite).unwrap();
     c.execute("INSERT INTO media (id, field, filename, content_type, size, sha256, created) VALUES ('old', NULL, NULL, 't', 1, 'x', 0)", []).unwrap();
     c.execute("INSERT INTO media (id, field, filename, content_type, size, sha256, created) VALUES ('named', NULL, 'ÉCLAIR.PNG', 'Image/PNG', 1, 'x', 0)", []).unwrap();
     drop(c);
