@@ -5,16 +5,42 @@
 //!   (durable, then moved to its final name) or dropped (temp object
 //!   removed). The embedded default is [`FsBlobStore`]: files under
 //!   `data/tmp/` and `data/blobs/`, named by id, never by a client's name.
-//! - [`MetaStore`]: one row per stored object, inserted in one transaction
-//!   after every blob of the request is committed: a row only ever names a
-//!   complete blob. The embedded default is [`SqliteMeta`].
+//! - [`MetaStore`]: everything else, as one trait per concern (DESIGN.md
+//!   "The metadata store by concern"): [`MediaStore`] (one row per stored
+//!   object, inserted in one transaction after every blob of the request
+//!   is committed: a row only ever names a complete blob),
+//!   [`CredentialStore`], [`LeaseStore`], [`UploadStore`], and
+//!   [`MetaCore`] for the store as a whole. The embedded default is
+//!   [`SqliteMeta`].
 //!
 //! After a crash the only leftovers possible are temp objects and blobs
 //! without a row; [`recover`] removes both at start-up.
 //!
-//! PostgreSQL and S3-compatible stores are meant to follow as further
-//! implementations of these traits. The crate knows nothing of HTTP: the
-//! server maps its errors (a full disk, [`MetaError::full`]) to answers.
+//! The shared stores are `PgMeta` (feature `postgres`) and `S3BlobStore`
+//! (feature `s3`). The crate knows nothing of HTTP: the server maps its
+//! errors (a full disk, [`MetaError::full`]) to answers.
+//!
+//! # Layout of the metadata store
+//!
+//! - `meta/`: the traits, a file per concern with its row types
+//!   (`media.rs`, `credentials.rs`, `leases.rs`, `uploads.rs`), and
+//!   `MetaStore` with `MetaCore` in `mod.rs`.
+//! - `sqlite/` and `postgres/`: a backend each, with the same files: the
+//!   connection and `MetaCore` in `mod.rs`, a module per concern that
+//!   implements its trait with its statements, and `schema.rs`, which runs
+//!   the migrations.
+//! - `schema.rs`: the migrations themselves, one list of steps, each with
+//!   SQLite's and PostgreSQL's statements side by side.
+//! - `list.rs`: the listing's statement, built once for both backends.
+//! - `conformance/`: every concern's checks, run on every backend.
+//!
+//! A new column or method of a concern touches, in this crate, the
+//! concern's file in `meta/`, in `sqlite/`, in `postgres/` and in
+//! `conformance/`, and `schema.rs` for a new step; outside it, each
+//! wrapper (the server's `metered.rs`, the tests' `FailingMeta`), which
+//! must forward it: no method has a default, so one that does not fails
+//! to compile. A new concern is a new trait in `meta/`, made a supertrait
+//! of [`MetaStore`], and a module of its own in each of those directories.
 
 #[cfg(any(test, feature = "conformance"))]
 #[doc(hidden)]
