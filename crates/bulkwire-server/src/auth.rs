@@ -545,7 +545,7 @@ fn basic(cred: &[u8]) -> Option<(String, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SqliteMeta;
+    use crate::store::{CredentialStore, SqliteMeta};
 
     fn basic_header(s: &str) -> Vec<u8> {
         format!(

@@ -4,7 +4,7 @@
 //! `/v1/media/{id}?exp=T&sig=S` (`T` in Unix seconds, when `link_ttl` is set). `S` is the first
 //! 128 bits of HMAC-SHA256 (RFC 2104) over the id and the expiry under the server's link key,
 //! base64url without padding (RFC 4648 §5). The key is 256 random bits made at the first start
-//! and kept in the metadata store (`MetaStore::secret`), so every node signs and verifies the
+//! and kept in the metadata store (`CredentialStore::secret`), so every node signs and verifies the
 //! same links; `bulkwire link rotate` replaces it, which revokes every link at once (nodes reload
 //! it every `auth_cache_ms`). Deleting the media revokes its links: they then answer 404.
 //!

@@ -9,8 +9,9 @@
 //! of magnitude more.
 
 use crate::store::{
-    BlobStore, BlobStream, BlobWriter, BoxFut, Lease, ListQuery, MediaRecord, MetaError, MetaStore,
-    NewMedia, Pending, Spool, SpoolWriter, Token, UploadRow, UserInfo, UserSet,
+    BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, Lease, LeaseStore, ListQuery,
+    MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, Pending, Spool, SpoolWriter,
+    Token, UploadRow, UploadStore, UserInfo, UserSet,
 };
 use bytes::Bytes;
 use std::collections::HashSet;
@@ -201,7 +202,22 @@ impl MeteredMeta {
     }
 }
 
-impl MetaStore for MeteredMeta {
+impl MetaCore for MeteredMeta {
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        timed(self.h(MetaOp::Ready), self.inner.ready())
+    }
+    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
+        timed(self.h(MetaOp::Admin), self.inner.describe())
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn single_process(&self) -> bool {
+        self.inner.single_process()
+    }
+}
+
+impl MediaStore for MeteredMeta {
     fn insert<'a>(
         &'a self,
         rows: Vec<NewMedia>,
@@ -221,76 +237,14 @@ impl MetaStore for MeteredMeta {
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.all_ids())
     }
-    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
-        timed(self.h(MetaOp::Ready), self.inner.ready())
-    }
-    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
-        timed(self.h(MetaOp::Admin), self.inner.describe())
-    }
-    fn exclusive(&self) -> bool {
-        self.inner.exclusive()
-    }
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-    fn upload_create<'a>(
-        &'a self,
-        row: UploadRow,
-        max: usize,
-        lease: Option<&'a str>,
-    ) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(
-            self.h(MetaOp::Upload),
-            self.inner.upload_create(row, max, lease),
-        )
-    }
-    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
-        timed(self.h(MetaOp::Upload), self.inner.upload_get(id))
-    }
-    fn single_process(&self) -> bool {
-        self.inner.single_process()
-    }
-    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
-        timed(self.h(MetaOp::Upload), self.inner.upload_claim(id))
-    }
-    fn upload_claim_expired<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
-        timed(self.h(MetaOp::Janitor), self.inner.upload_claim_expired(id))
-    }
-    fn upload_save<'a>(
-        &'a self,
-        row: &'a UploadRow,
-        media: Option<NewMedia>,
-    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
-        timed(self.h(MetaOp::Upload), self.inner.upload_save(row, media))
-    }
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h(MetaOp::Upload), self.inner.upload_remove(id, gen))
-    }
-    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
-        timed(self.h(MetaOp::Janitor), self.inner.upload_expired(limit))
-    }
+}
+
+impl CredentialStore for MeteredMeta {
     fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.token_add(digest, label))
     }
     fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
         timed(self.h(MetaOp::Auth), self.inner.token_known(digest))
-    }
-    fn secret<'a>(
-        &'a self,
-        name: &'a str,
-        fresh: Vec<u8>,
-    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
-        timed(self.h(MetaOp::Auth), self.inner.secret(name, fresh))
-    }
-    fn secret_set<'a>(
-        &'a self,
-        name: &'a str,
-        value: Vec<u8>,
-    ) -> BoxFut<'a, Result<(), MetaError>> {
-        timed(self.h(MetaOp::Admin), self.inner.secret_set(name, value))
     }
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.tokens())
@@ -315,6 +269,23 @@ impl MetaStore for MeteredMeta {
     fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.users())
     }
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
+        timed(self.h(MetaOp::Auth), self.inner.secret(name, fresh))
+    }
+    fn secret_set<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(self.h(MetaOp::Admin), self.inner.secret_set(name, value))
+    }
+}
+
+impl LeaseStore for MeteredMeta {
     fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         timed(self.h(MetaOp::Lease), self.inner.lease(id, node))
     }
@@ -353,6 +324,45 @@ impl MetaStore for MeteredMeta {
             self.h(MetaOp::Janitor),
             self.inner.claim_expired(node, expiry, limit),
         )
+    }
+}
+
+impl UploadStore for MeteredMeta {
+    fn upload_create<'a>(
+        &'a self,
+        row: UploadRow,
+        max: usize,
+        lease: Option<&'a str>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(
+            self.h(MetaOp::Upload),
+            self.inner.upload_create(row, max, lease),
+        )
+    }
+    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_get(id))
+    }
+    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_claim(id))
+    }
+    fn upload_claim_expired<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        timed(self.h(MetaOp::Janitor), self.inner.upload_claim_expired(id))
+    }
+    fn upload_save<'a>(
+        &'a self,
+        row: &'a UploadRow,
+        media: Option<NewMedia>,
+    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_save(row, media))
+    }
+    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h(MetaOp::Upload), self.inner.upload_remove(id, gen))
+    }
+    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
+        timed(self.h(MetaOp::Janitor), self.inner.upload_expired(limit))
     }
 }
 

@@ -62,7 +62,7 @@ async fn start_cleanup(
     meta: &dyn MetaStore,
     node: &str,
 ) -> io::Result<(usize, usize)> {
-    if !meta.exclusive() {
+    if !meta.single_process() {
         return Ok((0, 0));
     }
     let leased = lease::sweep_expired(meta, blobs, node, Duration::ZERO)

@@ -5,16 +5,42 @@
 //!   (durable, then moved to its final name) or dropped (temp object
 //!   removed). The embedded default is [`FsBlobStore`]: files under
 //!   `data/tmp/` and `data/blobs/`, named by id, never by a client's name.
-//! - [`MetaStore`]: one row per stored object, inserted in one transaction
-//!   after every blob of the request is committed: a row only ever names a
-//!   complete blob. The embedded default is [`SqliteMeta`].
+//! - [`MetaStore`]: everything else, as one trait per concern (DESIGN.md
+//!   "The metadata store by concern"): [`MediaStore`] (one row per stored
+//!   object, inserted in one transaction after every blob of the request
+//!   is committed: a row only ever names a complete blob),
+//!   [`CredentialStore`], [`LeaseStore`], [`UploadStore`], and
+//!   [`MetaCore`] for the store as a whole. The embedded default is
+//!   [`SqliteMeta`].
 //!
 //! After a crash the only leftovers possible are temp objects and blobs
 //! without a row; [`recover`] removes both at start-up.
 //!
-//! PostgreSQL and S3-compatible stores are meant to follow as further
-//! implementations of these traits. The crate knows nothing of HTTP: the
-//! server maps its errors (a full disk, [`MetaError::full`]) to answers.
+//! The shared stores are `PgMeta` (feature `postgres`) and `S3BlobStore`
+//! (feature `s3`). The crate knows nothing of HTTP: the server maps its
+//! errors (a full disk, [`MetaError::full`]) to answers.
+//!
+//! # Layout of the metadata store
+//!
+//! - `meta/`: the traits, a file per concern with its row types
+//!   (`media.rs`, `credentials.rs`, `leases.rs`, `uploads.rs`), and
+//!   `MetaStore` with `MetaCore` in `mod.rs`.
+//! - `sqlite/` and `postgres/`: a backend each, with the same files: the
+//!   connection and `MetaCore` in `mod.rs`, a module per concern that
+//!   implements its trait with its statements, and `schema.rs`, which runs
+//!   the migrations.
+//! - `schema.rs`: the migrations themselves, one list of steps, each with
+//!   SQLite's and PostgreSQL's statements side by side.
+//! - `list.rs`: the listing's statement, built once for both backends.
+//! - `conformance/`: every concern's checks, run on every backend.
+//!
+//! A new column or method of a concern touches, in this crate, the
+//! concern's file in `meta/`, in `sqlite/`, in `postgres/` and in
+//! `conformance/`, and `schema.rs` for a new step; outside it, each
+//! wrapper (the server's `metered.rs`, the tests' `FailingMeta`), which
+//! must forward it: no method has a default, so one that does not fails
+//! to compile. A new concern is a new trait in `meta/`, made a supertrait
+//! of [`MetaStore`], and a module of its own in each of those directories.
 
 #[cfg(any(test, feature = "conformance"))]
 #[doc(hidden)]
@@ -24,12 +50,14 @@ mod fs;
 mod fs_spool;
 pub mod lease;
 pub mod list;
+mod meta;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "s3")]
 mod s3;
 #[cfg(feature = "s3")]
 mod s3_spool;
+mod schema;
 pub mod spool;
 mod sqlite;
 
@@ -38,6 +66,10 @@ pub use fs::FsBlobStore;
 pub use fs_spool::NOTE_MAX;
 pub use lease::{Lease, Leases};
 pub use list::{ListQuery, Order, TypeFilter};
+pub use meta::{
+    token_id, CredentialStore, LeaseStore, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore,
+    NewMedia, Pending, Token, UploadRow, UploadStore, UserInfo, UserSet,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};
 #[cfg(feature = "s3")]
@@ -174,318 +206,6 @@ pub trait BlobWriter: Send {
     /// into such batches spares the writer its staging copy. No default,
     /// as for [`BlobStore`].
     fn takes_aligned(&self) -> bool;
-}
-
-/// What the ingest pipeline knows of a stored file when it records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewMedia {
-    pub id: String,
-    pub field: Option<String>,
-    pub filename: Option<String>,
-    pub content_type: String,
-    pub size: u64,
-    pub sha256: String,
-}
-
-/// A metadata row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MediaRecord {
-    /// Insertion order (commit order on every backend); the position a
-    /// listing's page ends at.
-    pub seq: i64,
-    pub id: String,
-    pub field: Option<String>,
-    pub filename: Option<String>,
-    pub content_type: String,
-    pub size: u64,
-    pub sha256: String,
-    /// Seconds since the Unix epoch.
-    pub created: i64,
-}
-
-/// A metadata error: the backend's message, whether the store is out of
-/// room (a full disk or quota: 507 rather than 500), and whether it could
-/// not be reached at all (503 with `Retry-After`: the request may succeed
-/// once the store is back).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetaError {
-    pub message: String,
-    pub full: bool,
-    pub unavailable: bool,
-}
-
-impl MetaError {
-    pub fn new(message: impl Into<String>) -> MetaError {
-        MetaError {
-            message: message.into(),
-            full: false,
-            unavailable: false,
-        }
-    }
-
-    pub fn full(message: impl Into<String>) -> MetaError {
-        MetaError {
-            full: true,
-            ..MetaError::new(message)
-        }
-    }
-
-    pub fn unavailable(message: impl Into<String>) -> MetaError {
-        MetaError {
-            unavailable: true,
-            ..MetaError::new(message)
-        }
-    }
-}
-
-impl std::fmt::Display for MetaError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "metadata: {}", self.message)
-    }
-}
-
-impl std::error::Error for MetaError {}
-
-/// Where metadata rows, credentials and upload leases live.
-pub trait MetaStore: Send + Sync + 'static {
-    /// Inserts all rows in one transaction: all become visible or none.
-    /// The same transaction ends each row's lease, which must still be
-    /// `node`'s: an upload whose lease a janitor took over (its node was
-    /// presumed dead) fails here rather than naming a removed blob.
-    fn insert<'a>(
-        &'a self,
-        rows: Vec<NewMedia>,
-        node: &'a str,
-    ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>>;
-
-    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>>;
-
-    /// Up to `q.limit` rows past `q.after` in `q.order` that pass `q`'s
-    /// filters (see [`list`]): a keyset page, which rows inserted or
-    /// deleted meanwhile do not shift.
-    fn list(&self, q: ListQuery) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>>;
-
-    /// Removes the row and, in the same transaction, leases the id to
-    /// `node`, so that a crash before the blob is gone leaves a lease for
-    /// the janitor rather than an orphan; the caller removes the blob and
-    /// then [`MetaStore::release`]s. `false` if there was no row.
-    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>>;
-
-    /// Embedded start-up only: every id, for [`recover`]. Bounded by the
-    /// store's size, which is fine once at start, never per request.
-    fn all_ids(&self) -> BoxFut<'_, Result<std::collections::HashSet<String>, MetaError>>;
-
-    /// Answers when the store can serve requests (`GET /readyz`): one
-    /// trivial query.
-    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>>;
-
-    /// What `bulkwire serve --check` reports: engine, version, schema.
-    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>>;
-
-    /// The backend's name in metrics (`sqlite`, `postgres`, …).
-    fn backend(&self) -> &'static str {
-        "other"
-    }
-
-    /// True when only one process can use the store (an embedded file):
-    /// start-up may then treat every lease as expired.
-    fn exclusive(&self) -> bool {
-        false
-    }
-
-    // Credentials (see `bulkwire-server`'s `auth`): tokens are kept as
-    // SHA-256 digests, users as password hashes in PHC string format.
-
-    /// Stores a token digest; its id is the digest's first 16 hex digits.
-    fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>>;
-
-    /// True if a token with this digest is stored (one indexed lookup).
-    fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>>;
-
-    fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>>;
-
-    /// Removes the token with this id; `false` if there was none.
-    fn token_revoke<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<bool, MetaError>>;
-
-    /// Creates or updates a user (see [`UserSet`]); `false` when the mode's
-    /// condition failed (exists already / does not exist).
-    fn user_set<'a>(
-        &'a self,
-        name: &'a str,
-        hash: &'a str,
-        mode: UserSet,
-    ) -> BoxFut<'a, Result<bool, MetaError>>;
-
-    /// A user's stored password hash.
-    fn user_hash<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<String>, MetaError>>;
-
-    fn user_remove<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<bool, MetaError>>;
-
-    fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>>;
-
-    /// The secret `name` (e.g. the key that signs media links): the stored
-    /// value, or `fresh`, stored first, when there is none. Every node that
-    /// shares the store reads the same value.
-    fn secret<'a>(
-        &'a self,
-        name: &'a str,
-        fresh: Vec<u8>,
-    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>>;
-    /// Replaces the secret `name` (a key rotation).
-    fn secret_set<'a>(&'a self, name: &'a str, value: Vec<u8>)
-        -> BoxFut<'a, Result<(), MetaError>>;
-
-    // Leases (see [`lease`]).
-
-    /// Records that `node` is uploading `id` (a `pending` row).
-    fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>>;
-
-    /// Adds the backend's handle (an S3 upload id) to `node`'s lease; an
-    /// error when the lease is not (or no longer) `node`'s.
-    fn lease_note<'a>(
-        &'a self,
-        id: &'a str,
-        node: &'a str,
-        handle: &'a str,
-    ) -> BoxFut<'a, Result<(), MetaError>>;
-
-    /// Moves `from`'s lease on `id` to `to`; `false` if it is not
-    /// `from`'s (an insert ended it, or a janitor took it). Taking the
-    /// lease before touching the bytes is what keeps a cleanup from
-    /// removing a blob whose row has just committed.
-    fn lease_move<'a>(
-        &'a self,
-        id: &'a str,
-        from: &'a str,
-        to: &'a str,
-    ) -> BoxFut<'a, Result<bool, MetaError>>;
-
-    /// Ends `node`'s lease on `id` (its leftovers are gone).
-    fn release<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>>;
-
-    /// Says `node` is alive (upserts its heartbeat, store clock).
-    fn heartbeat<'a>(&'a self, node: &'a str) -> BoxFut<'a, Result<(), MetaError>>;
-
-    // Resumable uploads (see [`spool`]).
-
-    /// Inserts a new upload row unless its owner has `max_open` open ones
-    /// already (`false`), counted and inserted in one transaction, which
-    /// also ends `lease`'s lease on the id (the row names the spool from
-    /// then on; an error if the lease is no longer that node's).
-    fn upload_create<'a>(
-        &'a self,
-        row: UploadRow,
-        max_open: usize,
-        lease: Option<&'a str>,
-    ) -> BoxFut<'a, Result<bool, MetaError>>;
-
-    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
-
-    /// True when only this process uses the store (SQLite): every writer
-    /// of an upload is then one of this process's, which it serialises
-    /// itself, so a writer that already holds an upload's row may go on
-    /// without claiming it again.
-    fn single_process(&self) -> bool {
-        false
-    }
-
-    /// Makes the caller the upload's writer: bumps `gen` and returns the
-    /// row as it is now. Any earlier writer's next save fails.
-    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
-
-    /// The janitor's claim: as [`MetaStore::upload_claim`], but only while
-    /// the row is still expired (store clock), so that an upload saved (and
-    /// its expiry moved) since the janitor listed it is left alone.
-    fn upload_claim_expired<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
-
-    /// Saves the state, the expiry and whether the upload is still open,
-    /// if `gen` is still current (`false` otherwise: taken over or gone).
-    /// With `media`, inserts that row in the same transaction: the upload
-    /// becomes an ordinary media item exactly when its state says so.
-    fn upload_save<'a>(
-        &'a self,
-        row: &'a UploadRow,
-        media: Option<NewMedia>,
-    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>>;
-
-    /// Removes the row if `gen` is still current.
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>>;
-
-    /// Up to `limit` rows whose expiry has passed (store clock), oldest first.
-    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>>;
-
-    /// Takes over, for `node`, up to `limit` leases of nodes whose last
-    /// heartbeat is older than `expiry` (or of any other node when
-    /// `expiry` is zero), atomically: two janitors never take the same
-    /// lease. A janitor that dies after this leaves leases of its own,
-    /// which expire in turn.
-    fn claim_expired<'a>(
-        &'a self,
-        node: &'a str,
-        expiry: std::time::Duration,
-        limit: usize,
-    ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>>;
-}
-
-/// A resumable upload's row. The metadata store keeps `state` (the
-/// server's JSON: offset, length, spool, hash state, …) opaque; it only
-/// indexes the owner and the expiry, and fences writers by `gen`. The
-/// janitor reads two keys of it ([`lease::sweep_resumable`]): `spool`
-/// (a [`Spool`]) and `media` (true once the blob belongs to a media row).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UploadRow {
-    pub id: String,
-    /// Who created it (a credential's id): open uploads are counted per owner.
-    pub owner: String,
-    /// Seconds since the Unix epoch after which the janitor removes it.
-    pub expires: i64,
-    /// Bumped by each [`MetaStore::upload_claim`]: a save with an older
-    /// `gen` fails, so a writer that was taken over stops.
-    pub gen: i64,
-    /// False once complete: only open uploads count against the owner.
-    pub open: bool,
-    pub state: String,
-}
-
-/// A stored token as listed (never the token itself).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Token {
-    pub id: String,
-    pub label: String,
-    pub created: i64,
-}
-
-/// A stored user as listed (never the hash).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserInfo {
-    pub name: String,
-    pub created: i64,
-}
-
-/// How [`MetaStore::user_set`] treats an existing user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UserSet {
-    /// Only a new user (`user add`).
-    Create,
-    /// Only an existing user (`user passwd`).
-    Update,
-    /// Either (`--user` on the command line, which wins).
-    Upsert,
-}
-
-/// A lease a janitor took over: the upload's id and backend handle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pending {
-    pub id: String,
-    pub handle: Option<String>,
-}
-
-/// The id of a token with this digest.
-pub fn token_id(digest: &[u8; 32]) -> String {
-    hex::encode(&digest[..8])
 }
 
 /// Removes crash leftovers: temp objects, and blobs that no row names.

@@ -1,4 +1,4 @@
-//! Listing media rows: what [`MetaStore::list`](crate::MetaStore::list) is
+//! Listing media rows: what [`MediaStore::list`](crate::MediaStore::list) is
 //! asked ([`ListQuery`]), the keys a row is found by, and the one statement
 //! both SQL backends run for it.
 //!
@@ -69,7 +69,7 @@ fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'+-.^_`|~".contains(&b))
 }
 
-/// What [`MetaStore::list`](crate::MetaStore::list) returns: up to `limit`
+/// What [`MediaStore::list`](crate::MediaStore::list) returns: up to `limit`
 /// rows past `after` in `order` that pass every filter given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListQuery {

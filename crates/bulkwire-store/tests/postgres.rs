@@ -4,7 +4,8 @@
 //! started fails these tests (`must`); they never skip.
 
 use bulkwire_store::{
-    conformance, new_id, FsBlobStore, ListQuery, MetaStore, NewMedia, Order, PgMeta, TypeFilter,
+    conformance, new_id, FsBlobStore, LeaseStore, ListQuery, MediaStore, MetaCore, MetaStore,
+    NewMedia, Order, PgMeta, TypeFilter,
 };
 use bulkwire_testenv::{must, shared_postgres, Postgres};
 use std::collections::HashSet;

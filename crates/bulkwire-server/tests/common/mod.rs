@@ -5,9 +5,10 @@
 pub mod clients;
 
 use bulkwire_server::store::{
-    BlobStore, BlobStream, BlobWriter, BoxFut, FsBlobStore, Lease, ListQuery, MediaRecord,
-    MetaError, MetaStore, NewMedia, Pending, PgMeta, S3BlobStore, S3Config, Spool, SpoolWriter,
-    SqliteMeta, Token, UploadRow, UserInfo, UserSet,
+    BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, FsBlobStore, Lease, LeaseStore,
+    ListQuery, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, Pending, PgMeta,
+    S3BlobStore, S3Config, Spool, SpoolWriter, SqliteMeta, Token, UploadRow, UploadStore, UserInfo,
+    UserSet,
 };
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
@@ -297,40 +298,25 @@ fn fail<'a, T: Send + 'a>(e: &MetaError) -> BoxFut<'a, Result<T, MetaError>> {
     Box::pin(async move { Err(e) })
 }
 
-impl MetaStore for FailingMeta {
-    fn upload_create<'a>(
-        &'a self,
-        row: UploadRow,
-        max: usize,
-        lease: Option<&'a str>,
-    ) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.upload_create(row, max, lease)
+impl MetaCore for FailingMeta {
+    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
+        match &self.ready {
+            Some(e) => fail(e),
+            None => self.inner.ready(),
+        }
     }
-    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
-        self.inner.upload_get(id)
+    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
+        self.inner.describe()
     }
-    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
-        self.inner.upload_claim(id)
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
     }
-    fn upload_claim_expired<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
-        self.inner.upload_claim_expired(id)
+    fn single_process(&self) -> bool {
+        self.inner.single_process()
     }
-    fn upload_save<'a>(
-        &'a self,
-        row: &'a UploadRow,
-        media: Option<NewMedia>,
-    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
-        self.inner.upload_save(row, media)
-    }
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.upload_remove(id, gen)
-    }
-    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
-        self.inner.upload_expired(limit)
-    }
+}
+
+impl MediaStore for FailingMeta {
     fn insert<'a>(
         &'a self,
         rows: Vec<NewMedia>,
@@ -339,12 +325,6 @@ impl MetaStore for FailingMeta {
         match &self.insert {
             Some(e) => fail(e),
             None => self.inner.insert(rows, node),
-        }
-    }
-    fn ready(&self) -> BoxFut<'_, Result<(), MetaError>> {
-        match &self.ready {
-            Some(e) => fail(e),
-            None => self.inner.ready(),
         }
     }
     fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
@@ -359,34 +339,14 @@ impl MetaStore for FailingMeta {
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.inner.all_ids()
     }
-    fn describe(&self) -> BoxFut<'_, Result<String, MetaError>> {
-        self.inner.describe()
-    }
-    fn exclusive(&self) -> bool {
-        self.inner.exclusive()
-    }
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
+}
+
+impl CredentialStore for FailingMeta {
     fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
         self.inner.token_add(digest, label)
     }
     fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
         self.inner.token_known(digest)
-    }
-    fn secret<'a>(
-        &'a self,
-        name: &'a str,
-        fresh: Vec<u8>,
-    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
-        self.inner.secret(name, fresh)
-    }
-    fn secret_set<'a>(
-        &'a self,
-        name: &'a str,
-        value: Vec<u8>,
-    ) -> BoxFut<'a, Result<(), MetaError>> {
-        self.inner.secret_set(name, value)
     }
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
         self.inner.tokens()
@@ -411,6 +371,23 @@ impl MetaStore for FailingMeta {
     fn users(&self) -> BoxFut<'_, Result<Vec<UserInfo>, MetaError>> {
         self.inner.users()
     }
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+        fresh: Vec<u8>,
+    ) -> BoxFut<'a, Result<Vec<u8>, MetaError>> {
+        self.inner.secret(name, fresh)
+    }
+    fn secret_set<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+    ) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.secret_set(name, value)
+    }
+}
+
+impl LeaseStore for FailingMeta {
     fn lease<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         self.inner.lease(id, node)
     }
@@ -443,6 +420,42 @@ impl MetaStore for FailingMeta {
         limit: usize,
     ) -> BoxFut<'a, Result<Vec<Pending>, MetaError>> {
         self.inner.claim_expired(node, expiry, limit)
+    }
+}
+
+impl UploadStore for FailingMeta {
+    fn upload_create<'a>(
+        &'a self,
+        row: UploadRow,
+        max: usize,
+        lease: Option<&'a str>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.upload_create(row, max, lease)
+    }
+    fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        self.inner.upload_get(id)
+    }
+    fn upload_claim<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        self.inner.upload_claim(id)
+    }
+    fn upload_claim_expired<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
+        self.inner.upload_claim_expired(id)
+    }
+    fn upload_save<'a>(
+        &'a self,
+        row: &'a UploadRow,
+        media: Option<NewMedia>,
+    ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
+        self.inner.upload_save(row, media)
+    }
+    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.upload_remove(id, gen)
+    }
+    fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
+        self.inner.upload_expired(limit)
     }
 }
 

@@ -3,7 +3,7 @@
 //! terminate the earlier one).
 //!
 //! Two layers. Across nodes, every writer claims the upload's row
-//! (`MetaStore::upload_claim` bumps its generation) and every save is
+//! (`UploadStore::upload_claim` bumps its generation) and every save is
 //! fenced by that generation: a writer that was taken over fails its next
 //! save and stops, with nothing of its unsaved bytes counted, and a node
 //! that died holds nothing (there is no lock to outlive it). Within a

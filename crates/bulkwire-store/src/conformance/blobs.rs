@@ -1,0 +1,150 @@
+//! `BlobStore`: blobs, resumable spools and their notes.
+
+use super::{read, write_blob};
+use crate::{new_id, BlobStore, Lease, Spool};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use std::sync::Arc;
+
+/// Every `BlobStore` check. `big` is a size that crosses the backend's
+/// part or batch size (an S3 multipart upload).
+pub async fn blob_store(b: Arc<dyn BlobStore>, big: usize) {
+    b.ready().await.unwrap();
+    assert!(!b.describe().await.unwrap().is_empty());
+    for (len, chunk) in [(0, 1), (5, 2), (big, 64 << 10), (big + 12_345, 1 << 20)] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let id = new_id();
+        write_blob(&*b, Lease::detached(&id), &data, chunk).await;
+        assert_eq!(read(&*b, &id, 0, len as u64).await, data, "len {len}");
+        if len > 10 {
+            let (o, l) = (len as u64 / 3, len as u64 / 2);
+            let want = &data[o as usize..(o + l) as usize];
+            assert_eq!(read(&*b, &id, o, l).await, want, "range of {len}");
+        }
+        b.delete(&id).await.unwrap();
+        b.delete(&id).await.unwrap();
+    }
+    // Dropped before commit: nothing becomes visible, and abort (what a
+    // janitor does) removes whatever the writer left.
+    let id = new_id();
+    let lease = Lease::detached(&id);
+    let mut w = b.begin(&id, lease.clone()).await.unwrap();
+    w.write(vec![Bytes::from(vec![1u8; big])]).await.unwrap();
+    w.write(Vec::new()).await.unwrap();
+    let handle = lease.handle();
+    std::mem::forget(w);
+    b.abort(&id, handle.as_deref()).await.unwrap();
+    b.abort(&id, handle.as_deref()).await.unwrap();
+    // A committed blob is removed by abort too (a deletion's lease).
+    let id = new_id();
+    write_blob(&*b, Lease::detached(&id), b"abc", 3).await;
+    b.abort(&id, None).await.unwrap();
+    let gone = b.open(&id, 0, 3).await;
+    let empty = match gone {
+        Err(_) => true,
+        Ok(mut s) => s.next().await.is_none_or(|r| r.is_err()),
+    };
+    assert!(empty, "an aborted blob is gone");
+}
+
+/// Resumable spools: appends across writers at every kind of offset (in a
+/// part, on a part's edge), bytes written after the last save discarded by
+/// the next writer, finish (twice: idempotent), abort. `part` is the
+/// backend's part size (S3), or any size for files.
+pub async fn spools(b: Arc<dyn BlobStore>, part: usize) {
+    let id = new_id();
+    let data: Vec<u8> = (0..2 * part + 1234).map(|i| (i * 13 % 251) as u8).collect();
+    let mut spool = b.spool_create(&id, Lease::detached(&id)).await.unwrap();
+    assert_eq!(spool.len, 0);
+    // Cuts: inside the first part, exactly at its end, inside the last.
+    for cut in [part / 3, part, 2 * part + 1000, data.len()] {
+        let from = spool.len as usize;
+        let mut w = b.spool_open(&id, spool.clone()).await.unwrap();
+        for c in data[from..cut].chunks(100_000) {
+            w.write(vec![Bytes::copy_from_slice(c)]).await.unwrap();
+        }
+        spool = w.sync().await.unwrap();
+        assert_eq!(spool.len as usize, cut);
+        w.saved(true).await;
+        // One writer at a time: the next one opens once this one is gone.
+        drop(w);
+        // A writer that sends more and is never saved: its bytes are not
+        // the upload's.
+        if cut < data.len() {
+            let mut w = b.spool_open(&id, spool.clone()).await.unwrap();
+            w.write(vec![Bytes::from(vec![0xEE; 4321])]).await.unwrap();
+            let lost: Spool = w.sync().await.unwrap();
+            assert_eq!(lost.len as usize, cut + 4321);
+            w.saved(false).await;
+        }
+    }
+    let w = b.spool_open(&id, spool.clone()).await.unwrap();
+    w.finish().await.unwrap();
+    b.spool_finish(&id, spool.clone()).await.unwrap();
+    assert_eq!(read(&*b, &id, 0, data.len() as u64).await, data);
+    b.spool_abort(&id, spool.clone()).await.unwrap();
+    b.spool_abort(&id, spool).await.unwrap();
+    // An empty upload, and one aborted half-way.
+    let id = new_id();
+    let spool = b.spool_create(&id, Lease::detached(&id)).await.unwrap();
+    b.spool_finish(&id, spool).await.unwrap();
+    assert!(read(&*b, &id, 0, 0).await.is_empty());
+    b.delete(&id).await.unwrap();
+    let id = new_id();
+    let spool = b.spool_create(&id, Lease::detached(&id)).await.unwrap();
+    let mut w = b.spool_open(&id, spool).await.unwrap();
+    w.write(vec![Bytes::from(vec![1u8; part + 7])])
+        .await
+        .unwrap();
+    let spool = w.sync().await.unwrap();
+    w.saved(true).await;
+    drop(w);
+    b.spool_abort(&id, spool).await.unwrap();
+}
+
+/// Spool notes (`SpoolWriter::sync_noted`): a writer that keeps them
+/// hands back the last one (not one of a plain sync after it) until the
+/// spool is finished; one that keeps none refuses one and syncs nothing.
+pub async fn spool_notes(b: Arc<dyn BlobStore>) {
+    let id = new_id();
+    let spool = b.spool_create(&id, Lease::detached(&id)).await.unwrap();
+    assert_eq!(b.spool_note(&id).await.unwrap(), None);
+    let mut w = b.spool_open(&id, spool.clone()).await.unwrap();
+    w.write(vec![Bytes::from(vec![7u8; 5000])]).await.unwrap();
+    if !w.notes() {
+        assert!(w.sync_noted(b"n".to_vec()).await.is_err());
+        assert_eq!(b.spool_note(&id).await.unwrap(), None);
+        drop(w);
+        return b.spool_abort(&id, spool).await.unwrap();
+    }
+    let s = w.sync_noted(b"first".to_vec()).await.unwrap();
+    assert_eq!(s.len, 5000);
+    assert_eq!(b.spool_note(&id).await.unwrap().unwrap(), b"first");
+    // A writer opened with a state older than the note (its row was not
+    // saved) does not cut the noted bytes off: it goes on after them.
+    w.write(vec![Bytes::from(vec![0xEE; 100])]).await.unwrap();
+    drop(w);
+    assert_eq!(b.spool_note(&id).await.unwrap().unwrap(), b"first");
+    let mut w = b.spool_open(&id, spool.clone()).await.unwrap();
+    assert_eq!(w.sync().await.unwrap().len, 5000, "opened at the note");
+    w.write(vec![Bytes::from(vec![8u8; 3000])]).await.unwrap();
+    let s = w.sync_noted(b"second".to_vec()).await.unwrap();
+    assert_eq!(s.len, 8000);
+    w.write(vec![Bytes::from(vec![9u8; 10])]).await.unwrap();
+    let s = w.sync().await.unwrap();
+    assert_eq!(s.len, 8010);
+    assert_eq!(b.spool_note(&id).await.unwrap().unwrap(), b"second");
+    let long = vec![b'x'; crate::NOTE_MAX + 1];
+    assert!(
+        w.sync_noted(long).await.is_err(),
+        "a note longer than NOTE_MAX"
+    );
+    w.finish().await.unwrap();
+    assert_eq!(
+        b.spool_note(&id).await.unwrap(),
+        None,
+        "gone with the spool"
+    );
+    assert_eq!(read(&*b, &id, 4998, 4).await, [7, 7, 8, 8]);
+    b.delete(&id).await.unwrap();
+}
