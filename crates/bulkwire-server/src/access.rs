@@ -50,6 +50,15 @@ pub struct Entry {
     id: HeaderValue,
     start: Instant,
     bytes_in: AtomicU64,
+    /// Who the request was, once authenticated.
+    principal: std::sync::OnceLock<String>,
+}
+
+/// Records who a request is on its access entry.
+pub fn set_principal(ext: &http::Extensions, name: &str) {
+    if let Some(e) = ext.get::<Arc<Entry>>() {
+        e.principal(name);
+    }
 }
 
 /// The client's address of a request (its access entry's).
@@ -58,6 +67,11 @@ pub fn client(ext: &http::Extensions) -> Option<std::net::IpAddr> {
 }
 
 impl Entry {
+    /// Records who the request is, for its access line.
+    pub fn principal(&self, name: &str) {
+        let _ = self.principal.set(name.to_string());
+    }
+
     /// The client's address (for per-address rules such as login
     /// throttling).
     pub fn client(&self) -> Option<std::net::IpAddr> {
@@ -73,6 +87,7 @@ impl Entry {
             id: request_id(req.headers().get(&X_REQUEST_ID)),
             start: Instant::now(),
             bytes_in: AtomicU64::new(0),
+            principal: std::sync::OnceLock::new(),
         });
         req.extensions_mut().insert(e.clone());
         e
@@ -160,6 +175,7 @@ impl Drop for Logged {
             bytes_out = self.sent,
             ms = format_args!("{:.3}", e.start.elapsed().as_secs_f64() * 1e3),
             client = %Peer(e.peer),
+            principal = %e.principal.get().map_or("-", String::as_str),
             request_id = %e.id.to_str().unwrap_or("-"),
             outcome = %if ended { "sent" } else { "cut" },
         );
