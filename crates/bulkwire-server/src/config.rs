@@ -196,7 +196,9 @@ impl Config {
         let c: Config = toml::from_str(s).map_err(|e| e.to_string())?;
         c.limits.validate()?;
         c.validate_urls()?;
-        c.auth.validate()?;
+        // Each key alone: the CLI checks the whole after its flags and
+        // variables (`AuthKeys::validate`).
+        c.auth.validate_keys()?;
         Ok(c)
     }
 }
@@ -277,11 +279,32 @@ impl AuthKeys {
         self.jwt_jwks_url.is_some() || self.jwt_secret.is_some()
     }
 
-    /// Rejects what cannot work, naming the key: a short secret, a secret
-    /// that is a PEM key (a public key used as an HMAC secret is the
-    /// algorithm confusion of RFC 8725 §2.1), a JWKS URL that is not
-    /// http(s), issuer or audience without any key, and zero bounds.
+    /// Rejects what cannot work, naming the key: [`AuthKeys::validate_keys`],
+    /// and an issuer or audience with no key to check tokens. For the
+    /// whole configuration, flags and variables included (a file may name
+    /// the issuer and leave the secret to `BULKWIRE_JWT_SECRET`).
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_keys()?;
+        if !self.jwt_enabled() {
+            for (k, v) in [
+                ("jwt_issuer", &self.jwt_issuer),
+                ("jwt_audience", &self.jwt_audience),
+            ] {
+                if v.is_some() {
+                    return Err(format!(
+                        "auth.{k} is set but no JWT is accepted: set auth.jwt_jwks_url or \
+                         auth.jwt_secret"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each key on its own: a short secret, a secret that is a PEM key (a
+    /// public key used as an HMAC secret is the algorithm confusion of RFC
+    /// 8725 §2.1), a JWKS URL that is not http(s), and zero bounds.
+    pub fn validate_keys(&self) -> Result<(), String> {
         if let Some(s) = &self.jwt_secret {
             if s.len() < Self::MIN_SECRET_BYTES {
                 return Err(format!(
@@ -308,19 +331,6 @@ impl AuthKeys {
                     "auth.jwt_jwks_url {u:?} must be an http:// or https:// URL \
                      (https://login.example.com/.well-known/jwks.json)"
                 ));
-            }
-        }
-        if !self.jwt_enabled() {
-            for (k, v) in [
-                ("jwt_issuer", &self.jwt_issuer),
-                ("jwt_audience", &self.jwt_audience),
-            ] {
-                if v.is_some() {
-                    return Err(format!(
-                        "auth.{k} is set but no JWT is accepted: set auth.jwt_jwks_url or \
-                         auth.jwt_secret"
-                    ));
-                }
             }
         }
         let zero = [

@@ -26,7 +26,7 @@
 //! (RUSTSEC-2023-0071) concerns private-key operations; a verifier only uses public keys.
 
 mod claims;
-pub mod jwks;
+mod jwks;
 pub mod stats;
 
 pub use claims::{media_type_matches, JwtClaims, Scope, Scopes};

@@ -76,8 +76,6 @@ fn start_up_errors_name_the_key() {
         ("jwt_jwks_url = \"ftp://idp.example/jwks\"", "auth.jwt_jwks_url"),
         ("jwt_jwks_url = \"/etc/jwks.json\"", "auth.jwt_jwks_url"),
         ("jwt_jwks_url = \"https://\"", "auth.jwt_jwks_url"),
-        ("jwt_issuer = \"https://idp.example\"", "auth.jwt_issuer is set but no JWT"),
-        ("jwt_audience = \"x\"", "auth.jwt_audience is set but no JWT"),
         (
             "jwt_jwks_url = \"http://127.0.0.1:1/k\"\njwt_jwks_refresh = 0",
             "auth.jwt_jwks_refresh must be > 0",
@@ -94,6 +92,23 @@ fn start_up_errors_name_the_key() {
     for (toml, want) in bad {
         let e = Config::from_toml_str(&format!("[auth]\n{toml}\n")).unwrap_err();
         assert!(e.contains(want), "{toml}: {e}");
+    }
+    // An issuer or audience without a key: the file alone may be so (the secret can come from
+    // BULKWIRE_JWT_SECRET), the whole configuration may not.
+    for (toml, want) in [
+        (
+            "jwt_issuer = \"https://idp.example\"",
+            "auth.jwt_issuer is set but no JWT",
+        ),
+        (
+            "jwt_audience = \"x\"",
+            "auth.jwt_audience is set but no JWT",
+        ),
+    ] {
+        let c = Config::from_toml_str(&format!("[auth]\n{toml}\n")).unwrap();
+        let e = c.auth.validate().unwrap_err();
+        assert!(e.contains(want), "{toml}: {e}");
+        assert!(JwtVerifier::new(&c.auth).unwrap_err().contains(want));
     }
     // Both sources at once are fine: HS256 takes only the secret, the others only the JWKS.
     let both = "[auth]\njwt_secret = \"0123456789abcdef0123456789abcdef\"\n\
