@@ -468,7 +468,7 @@ async fn a_rotated_key_is_accepted_after_one_refetch() {
     let f = fixture();
     let srv = JwksServer::start(&f.jwks).await;
     let k = AuthKeys {
-        jwt_jwks_refresh: 1,
+        jwt_jwks_refresh: 2,
         ..keys(Some(&srv.url), false)
     };
     let v = start(&k).await;
@@ -487,7 +487,7 @@ async fn a_rotated_key_is_accepted_after_one_refetch() {
         "{e:?}"
     );
     assert_eq!(srv.hits(), 1);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     let c = v.verify(f.token("rotated")).await.unwrap();
     assert_eq!(c.sub, "alice");
     assert_eq!(srv.hits(), 2, "one refetch");
