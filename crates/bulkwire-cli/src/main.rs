@@ -30,7 +30,7 @@ enum Command {
     /// Build a multipart/form-data body from fields and files; prints its
     /// Content-Type line.
     Build(build::Args),
-    /// Run the upload/media server (see the README's "Server" section).
+    /// Run the upload/media server (the book: docs/src/getting-started.md).
     Serve(serve::Args),
     /// Manage API tokens in the metadata store (every node accepts them).
     #[command(subcommand)]
@@ -42,10 +42,10 @@ enum Command {
     /// Manage media links (capability URLs) in the metadata store.
     #[command(subcommand)]
     Link(creds::LinkCmd),
-    /// Load-test an upload endpoint (see the README's "Load tool" section).
+    /// Load-test an upload endpoint (the book: docs/src/load.md).
     Load(Box<load::Args>),
     /// Measure a server: memory and time against size, latency at a fixed
-    /// rate (see the README's "Benchmarks" section).
+    /// rate (the book: docs/src/load.md, "bulkwire bench").
     #[command(subcommand)]
     Bench(bench::Command),
 }

@@ -261,7 +261,8 @@ fn every_serve_flag_and_its_variable_is_documented_and_nothing_else() {
     let code: BTreeSet<(String, Option<String>)> = serve
         .get_arguments()
         .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
-        // A hidden flag is not offered (`--port` only exists to say "use --listen").
+        // Hidden ones are not flags (`--port` exists only to answer with a
+        // tip to use `--listen`; the page says so in words).
         .filter(|a| !a.is_hide_set())
         .map(|a| {
             let long = a.get_long().expect("a serve flag without a long name");

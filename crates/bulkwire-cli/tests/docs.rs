@@ -455,3 +455,25 @@ fn anchors_follow_mdbook_and_links_skip_code() {
     );
     assert_eq!(l, [(3, "a.md#b".to_string()), (7, "p.png".to_string())]);
 }
+
+/// Rough edges 10 and the first hour's "Must show": a reader of a fresh
+/// clone finds how to run the server, upload and get a token within the
+/// README's first 60 lines, and how to run a subcommand without installing
+/// (`cargo run --release -p bulkwire-cli -- token create`).
+#[test]
+fn readme_shows_run_upload_and_token_within_60_lines_and_cargo_run_for_token_create() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let head: Vec<&str> = readme.lines().take(60).collect();
+    let has = |what: &str| head.iter().any(|l| l.contains(what));
+    assert!(has("cargo run --release -p bulkwire-cli -- serve"), "run");
+    assert!(has("-F file=@photo.jpg"), "upload");
+    assert!(
+        has("cargo run --release -p bulkwire-cli -- token create"),
+        "token without installing"
+    );
+    assert!(has("bulkwire token create"), "token");
+    assert!(
+        readme.lines().count() <= 250,
+        "a front door, not a reference"
+    );
+}

@@ -52,7 +52,18 @@ pub struct Entry {
     bytes_in: AtomicU64,
 }
 
+/// The client's address of a request (its access entry's).
+pub fn client(ext: &http::Extensions) -> Option<std::net::IpAddr> {
+    ext.get::<Arc<Entry>>().and_then(|e| e.client())
+}
+
 impl Entry {
+    /// The client's address (for per-address rules such as login
+    /// throttling).
+    pub fn client(&self) -> Option<std::net::IpAddr> {
+        self.peer.map(|p| p.ip())
+    }
+
     /// Starts the entry for `req` and puts it in the request's extensions.
     pub fn begin<B>(req: &mut Request<B>, peer: Option<SocketAddr>) -> Arc<Entry> {
         let e = Arc::new(Entry {

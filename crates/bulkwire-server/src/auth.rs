@@ -31,10 +31,15 @@ use argon2::Argon2;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
+
+/// The name bad bearer tokens are counted under (per address): a name no
+/// user can have (it holds a NUL).
+const BEARER: &[u8] = b"\0bearer";
 
 /// The file in the data directory where releases before the metadata
 /// store kept the generated token's digest; imported at start.
@@ -144,6 +149,8 @@ pub enum Refusal {
     BadBasicSyntax,
     /// A wrong user name or password (never said which).
     BadPassword,
+    /// Too many failures from this address for this name (429).
+    Throttled(crate::throttle::Throttled),
 }
 
 impl Refusal {
@@ -171,12 +178,16 @@ impl Refusal {
                  shows the users, `bulkwire user passwd NAME` sets a password)"
                     .into()
             }
+            Refusal::Throttled(t) => t.error().message,
         }
     }
 
-    /// The 401 answer.
+    /// The 401 answer (429 for a throttled one).
     pub fn error(&self) -> crate::ApiError {
-        crate::ApiError::new(crate::Kind::Unauthorized, self.message())
+        match self {
+            Refusal::Throttled(t) => t.error(),
+            _ => crate::ApiError::new(crate::Kind::Unauthorized, self.message()),
+        }
     }
 }
 
@@ -192,6 +203,10 @@ pub struct Auth {
     /// Set once a user is known to exist (configured or in the store): a
     /// failed XML-RPC login on a server without users says how to make one.
     users_seen: std::sync::atomic::AtomicBool,
+    /// Failed logins by address and name (`crate::throttle`).
+    pub throttle: crate::throttle::Throttle,
+    /// Argon2 verifications run (`bulkwire_password_checks_total`).
+    pub password_checks: std::sync::atomic::AtomicU64,
 }
 
 impl Auth {
@@ -218,6 +233,8 @@ impl Auth {
             ),
             hashing: std::sync::Arc::new(Semaphore::new(limits.password_checks)),
             users_seen: (!users.is_empty()).into(),
+            throttle: crate::throttle::Throttle::new(limits),
+            password_checks: 0.into(),
         };
         import_token_file(meta, data).await?;
         if !auth.tokens.is_empty() || !auth.users.is_empty() {
@@ -252,7 +269,7 @@ impl Auth {
         meta: &dyn MetaStore,
         header: Option<&[u8]>,
     ) -> Result<Option<String>, MetaError> {
-        Ok(self.verdict(meta, header).await?.ok())
+        Ok(self.verdict(meta, header, None).await?.ok())
     }
 
     /// [`Auth::identify`], with a refusal as the 401 to answer and a store
@@ -261,8 +278,9 @@ impl Auth {
         &self,
         meta: &dyn MetaStore,
         header: Option<&[u8]>,
+        client: Option<IpAddr>,
     ) -> Result<String, crate::ApiError> {
-        match self.verdict(meta, header).await {
+        match self.verdict(meta, header, client).await {
             Ok(Ok(who)) => Ok(who),
             Ok(Err(r)) => Err(r.error()),
             Err(e) => Err(e.into()),
@@ -274,6 +292,7 @@ impl Auth {
         &self,
         meta: &dyn MetaStore,
         header: Option<&[u8]>,
+        client: Option<IpAddr>,
     ) -> Result<Result<String, Refusal>, MetaError> {
         let Some(header) = header else {
             return Ok(Err(Refusal::Missing));
@@ -290,19 +309,22 @@ impl Auth {
             }));
         };
         if scheme.eq_ignore_ascii_case(b"bearer") {
-            let ok = self.check_token(meta, cred).await?;
-            let who = format!("token:{}", token_id(&digest(cred)));
-            Ok(if ok { Ok(who) } else { Err(Refusal::BadToken) })
+            let attempt = match self.throttle.check(client, BEARER) {
+                Ok(a) => a,
+                Err(t) => return Ok(Err(Refusal::Throttled(t))),
+            };
+            if !self.check_token(meta, cred).await? {
+                attempt.failed();
+                return Ok(Err(Refusal::BadToken));
+            }
+            drop(attempt);
+            Ok(Ok(format!("token:{}", token_id(&digest(cred)))))
         } else if scheme.eq_ignore_ascii_case(b"basic") {
             let Some((name, password)) = basic(cred) else {
                 return Ok(Err(Refusal::BadBasicSyntax));
             };
-            let ok = self.check_user(meta, &name, &password).await?;
-            Ok(if ok {
-                Ok(format!("user:{name}"))
-            } else {
-                Err(Refusal::BadPassword)
-            })
+            let r = self.login(meta, &name, &password, client).await?;
+            Ok(r.map(|()| format!("user:{name}")))
         } else {
             let s = String::from_utf8_lossy(scheme);
             Ok(Err(Refusal::Scheme(s.chars().take(32).collect())))
@@ -341,7 +363,30 @@ impl Auth {
         Ok(ok)
     }
 
-    /// Checks a user's name and password (Basic, XML-RPC, SOAP).
+    /// A login with a name and password (Basic, XML-RPC, SOAP), throttled
+    /// per address and name before the password is checked
+    /// (`crate::throttle`).
+    pub async fn login(
+        &self,
+        meta: &dyn MetaStore,
+        name: &str,
+        password: &[u8],
+        client: Option<IpAddr>,
+    ) -> Result<Result<(), Refusal>, MetaError> {
+        let attempt = match self.throttle.check(client, name.as_bytes()) {
+            Ok(a) => a,
+            Err(t) => return Ok(Err(Refusal::Throttled(t))),
+        };
+        if self.check_user(meta, name, password).await? {
+            attempt.passed();
+            Ok(Ok(()))
+        } else {
+            attempt.failed();
+            Ok(Err(Refusal::BadPassword))
+        }
+    }
+
+    /// Checks a user's name and password, unthrottled (see [`Auth::login`]).
     pub async fn check_user(
         &self,
         meta: &dyn MetaStore,
@@ -378,6 +423,8 @@ impl Auth {
         let Ok(permit) = self.hashing.clone().acquire_owned().await else {
             return false;
         };
+        self.password_checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // The permit goes with the hash: should this request be dropped
         // mid-wait, the hash still counts until it ends.
         tokio::task::spawn_blocking(move || {
@@ -387,6 +434,46 @@ impl Auth {
         })
         .await
         .unwrap_or(false)
+    }
+}
+
+impl Auth {
+    /// Its counters for `/metrics`: Argon2 runs, failed and throttled
+    /// logins, the throttle table.
+    pub fn render_metrics(&self, o: &mut String) {
+        use crate::metrics::{counter, gauge};
+        use std::sync::atomic::Ordering::Relaxed;
+        let t = &self.throttle.counts;
+        counter(
+            o,
+            "bulkwire_password_checks_total",
+            "Argon2 password verifications run.",
+            self.password_checks.load(Relaxed),
+        );
+        counter(
+            o,
+            "bulkwire_login_failures_total",
+            "Failed logins (wrong password, unknown user or token).",
+            t.failures.load(Relaxed),
+        );
+        counter(
+            o,
+            "bulkwire_logins_throttled_total",
+            "Logins refused with 429 before any password check.",
+            t.throttled.load(Relaxed),
+        );
+        gauge(
+            o,
+            "bulkwire_login_table_entries",
+            "Addresses and names whose failed logins are remembered.",
+            self.throttle.len() as i64,
+        );
+        counter(
+            o,
+            "bulkwire_login_table_evicted_total",
+            "Entries dropped to keep the login table within login_table_entries.",
+            t.evicted.load(Relaxed),
+        );
     }
 }
 

@@ -495,6 +495,105 @@ pub struct Limits {
     pub upload_sync_bytes: u64,
     /// Partial uploads one tus concatenation may name.
     pub concat_uploads: usize,
+    /// Failed logins from one address for one name within `login_window`
+    /// after which that pair is refused (429) without a password check
+    /// (`crate::throttle`).
+    pub login_failures: u32,
+    /// The window failed logins are counted in (seconds or `"10m"`), and
+    /// the longest a refused pair waits.
+    #[serde(deserialize_with = "bulkwire_units::de::secs")]
+    pub login_window: u64,
+    /// Addresses and names whose failures are remembered at once.
+    pub login_table_entries: usize,
+    /// Bytes one owner's items may hold, by role: a size applies to
+    /// authors and editors, a table (`{ author = "10 GiB" }`) to the roles
+    /// it names. A user's own quota (`bulkwire user quota`) and a JWT's
+    /// `bulkwire.quota_bytes` come first. Absent: none.
+    pub quota_bytes: PerRole,
+    /// Items one owner may have, by role (as `quota_bytes`).
+    pub quota_items: PerRole,
+}
+
+/// A value per role ([`Limits::quota_bytes`], [`Limits::quota_items`]):
+/// in TOML a plain value (sizes with a unit, for bytes) for authors and
+/// editors, or a table by role name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerRole {
+    pub author: Option<u64>,
+    pub editor: Option<u64>,
+    pub admin: Option<u64>,
+}
+
+impl PerRole {
+    pub fn get(&self, role: crate::principal::Role) -> Option<u64> {
+        use crate::principal::Role;
+        match role {
+            Role::Author => self.author,
+            Role::Editor => self.editor,
+            Role::Admin => self.admin,
+        }
+    }
+}
+
+/// None for no role at all (as an absent key reads), else the table.
+impl Serialize for PerRole {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if *self == PerRole::default() {
+            return s.serialize_none();
+        }
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in [
+            ("author", self.author),
+            ("editor", self.editor),
+            ("admin", self.admin),
+        ] {
+            if let Some(v) = v {
+                m.serialize_entry(k, &v)?;
+            }
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PerRole {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PerRole, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            #[serde(default, deserialize_with = "bulkwire_units::de::opt_size")]
+            author: Option<u64>,
+            #[serde(default, deserialize_with = "bulkwire_units::de::opt_size")]
+            editor: Option<u64>,
+            #[serde(default, deserialize_with = "bulkwire_units::de::opt_size")]
+            admin: Option<u64>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Table(Table),
+            #[serde(deserialize_with = "bulkwire_units::de::size")]
+            One(u64),
+        }
+        let e = Either::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "a quota is a value (\"10 GiB\", 5000) for authors and editors, or a table \
+                 by role ({ author = \"10 GiB\", editor = \"100 GiB\" })",
+            )
+        })?;
+        Ok(match e {
+            Either::One(v) => PerRole {
+                author: Some(v),
+                editor: Some(v),
+                admin: None,
+            },
+            Either::Table(t) => PerRole {
+                author: t.author,
+                editor: t.editor,
+                admin: t.admin,
+            },
+        })
+    }
 }
 
 impl Default for Limits {
@@ -541,6 +640,11 @@ impl Default for Limits {
             upload_expiry_s: 24 * 3600,
             upload_sync_bytes: 8 << 20,
             concat_uploads: 256,
+            login_failures: 10,
+            login_window: 600,
+            login_table_entries: 10_000,
+            quota_bytes: PerRole::default(),
+            quota_items: PerRole::default(),
         }
     }
 }
@@ -587,6 +691,9 @@ impl Limits {
             ("upload_expiry_s", self.upload_expiry_s),
             ("upload_sync_bytes", self.upload_sync_bytes),
             ("concat_uploads", self.concat_uploads as u64),
+            ("login_failures", self.login_failures as u64),
+            ("login_window", self.login_window),
+            ("login_table_entries", self.login_table_entries as u64),
         ];
         if let Some((n, _)) = zero.iter().find(|(_, v)| *v == 0) {
             return Err(format!("limits.{n} must be > 0"));
@@ -697,6 +804,10 @@ impl Limits {
         Duration::from_millis(self.header_timeout_ms)
     }
 
+    pub fn login_window(&self) -> Duration {
+        Duration::from_secs(self.login_window)
+    }
+
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
     }
@@ -801,6 +912,33 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(off.body_deadline(t, 1000), None);
+    }
+
+    #[test]
+    fn quotas_take_one_value_or_a_table_by_role() {
+        let c = Config::from_toml_str("[limits]\nquota_bytes = \"10 GiB\"\nquota_items = 50\n")
+            .unwrap();
+        let l = &c.limits;
+        assert_eq!(
+            (l.quota_bytes.author, l.quota_bytes.editor),
+            (Some(10 << 30), Some(10 << 30))
+        );
+        assert_eq!(
+            l.quota_bytes.admin, None,
+            "a plain value leaves admins alone"
+        );
+        assert_eq!(l.quota_items.author, Some(50));
+        let c =
+            Config::from_toml_str("[limits]\nquota_bytes = { author = \"1 GiB\", admin = 7 }\n")
+                .unwrap();
+        let q = c.limits.quota_bytes;
+        assert_eq!(
+            (q.author, q.editor, q.admin),
+            (Some(1 << 30), None, Some(7))
+        );
+        let e = Config::from_toml_str("[limits]\nquota_bytes = { owner = 1 }\n").unwrap_err();
+        assert!(e.contains("table by role"), "{e}");
+        assert_eq!(Limits::default().quota_bytes, PerRole::default());
     }
 
     #[test]

@@ -111,6 +111,9 @@ pub struct ApiError {
     /// For [`Kind::MethodNotAllowed`]: the methods the resource takes, sent
     /// as `Allow` (RFC 9110 section 15.5.6 requires it on a 405).
     pub allow: Option<&'static str>,
+    /// Seconds for `Retry-After`, where the kind's default does not fit (a
+    /// throttled login's wait).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -120,6 +123,7 @@ impl ApiError {
             message: message.into(),
             limit: None,
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -145,6 +149,7 @@ impl ApiError {
             message: format!("over the limit {}", limit_text(name, value)),
             limit: Some((name, value)),
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -158,6 +163,7 @@ impl ApiError {
             ),
             limit: Some((name, value)),
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -217,7 +223,7 @@ pub fn limit_text(name: &str, value: u64) -> String {
     use std::time::Duration;
     let v = if name.ends_with("_ms") {
         format_duration(Duration::from_millis(value))
-    } else if name.ends_with("_s") {
+    } else if name.ends_with("_s") || name == "login_window" {
         format_duration(Duration::from_secs(value))
     } else if name == "min_body_rate" {
         format!("{}/s", format_size(value))
@@ -344,6 +350,8 @@ mod tests {
                 "meta_connections",
                 "open_uploads",
                 "concat_uploads",
+                "login_failures",
+                "login_table_entries",
             ];
             let unitless = t.ends_with(&format!("= {n}"));
             assert_eq!(unitless, counts.contains(&k.as_str()), "{k}: {t}");

@@ -32,9 +32,11 @@ pub mod linger;
 pub mod links;
 pub mod metered;
 pub mod metrics;
+pub mod principal;
 pub mod response;
 mod server;
 mod state;
+pub mod throttle;
 /// The storage crate, re-exported: handlers see only its traits.
 pub use bulkwire_store as store;
 pub mod stores;
@@ -42,7 +44,7 @@ pub mod upload;
 pub mod web;
 
 pub use auth::Auth;
-pub use config::{parse_listen, AuthKeys, Config, Limits, S3Keys, User};
+pub use config::{parse_listen, AuthKeys, Config, Limits, PerRole, S3Keys, User};
 pub use error::{ApiError, Kind};
 pub use server::{shutdown_signal, RunningServer, Server, META_FILE};
 pub use state::AppState;

@@ -273,12 +273,12 @@ fn header(o: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-fn counter(o: &mut String, name: &str, help: &str, v: u64) {
+pub(crate) fn counter(o: &mut String, name: &str, help: &str, v: u64) {
     header(o, name, "counter", help);
     let _ = writeln!(o, "{name} {v}");
 }
 
-fn gauge(o: &mut String, name: &str, help: &str, v: i64) {
+pub(crate) fn gauge(o: &mut String, name: &str, help: &str, v: i64) {
     header(o, name, "gauge", help);
     let _ = writeln!(o, "{name} {v}");
 }

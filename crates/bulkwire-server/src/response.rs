@@ -58,6 +58,9 @@ pub fn error(e: &ApiError, close: bool) -> Response {
         }
         _ => {}
     }
+    if let Some(s) = e.retry_after {
+        h.insert(RETRY_AFTER, HeaderValue::from(s));
+    }
     if let Some(allow) = e.allow {
         h.insert(http::header::ALLOW, HeaderValue::from_static(allow));
     }

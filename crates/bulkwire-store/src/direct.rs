@@ -382,7 +382,7 @@ impl AsRef<[u8]> for Shared {
 /// than the copy itself (60,000 page faults per GiB); a batch used again
 /// is not. At most [`AlignedPool::IDLE`] are kept: what one upload keeps
 /// in flight. Idle ones are outside the server's `memory_budget` (a batch
-/// counts in an upload's reservation once taken); the README says so.
+/// counts in an upload's reservation once taken); the book says so (docs/src/security.md).
 pub struct AlignedPool {
     size: usize,
     idle: Mutex<Vec<AlignedBatch>>,

@@ -156,7 +156,8 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         "/healthz" if get => return response::text(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" if get => return readyz(state).await,
         "/metrics" if get => {
-            let t = state.metrics.render();
+            let mut t = state.metrics.render();
+            state.auth.render_metrics(&mut t);
             return response::text(StatusCode::OK, "text/plain; version=0.0.4", t);
         }
         "/healthz" | "/readyz" | "/metrics" => {
@@ -237,7 +238,11 @@ async fn identify(state: &Arc<AppState>, req: &Request<Incoming>) -> Result<Stri
     let auth = req.headers().get(http::header::AUTHORIZATION);
     state
         .auth
-        .authenticate(&*state.meta, auth.map(|v| v.as_bytes()))
+        .authenticate(
+            &*state.meta,
+            auth.map(|v| v.as_bytes()),
+            crate::access::client(req.extensions()),
+        )
         .await
 }
 

@@ -136,7 +136,11 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
     let auth = parts.headers.get(http::header::AUTHORIZATION);
     let allowed = state
         .auth
-        .authenticate(&*state.meta, auth.map(|v| v.as_bytes()))
+        .authenticate(
+            &*state.meta,
+            auth.map(|v| v.as_bytes()),
+            crate::access::client(&parts.extensions),
+        )
         .await;
     if let Err(e) = allowed {
         state.metrics.rejected(e.reason());
@@ -438,7 +442,7 @@ mod tests {
         assert_eq!((x.envelope_bytes, x.text_bytes), (9, 7));
         assert_eq!(limit_name(LimitKind::EnvelopeBytes), "soap_envelope_bytes");
         assert_eq!(limit_name(LimitKind::TextBytes), "field_bytes");
-        // As the README says: 220 KiB with the default XML limits.
+        // As the book says (docs/src/soap.md): 220 KiB with the default XML limits.
         let d = xop_limits(&crate::Limits::default());
         assert_eq!(extra_reserve(&d), 220 * 1024);
         assert_eq!((d.fields, d.text_bytes), (2, 64 * 1024));

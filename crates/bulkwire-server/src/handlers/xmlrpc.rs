@@ -127,6 +127,7 @@ fn api_fault(e: &ApiError) -> Fault {
         Kind::NotFound => 404,
         Kind::Timeout | Kind::Aborted => -32300,
         Kind::Busy | Kind::Unavailable => 503,
+        Kind::TooMany => 429,
         _ => Fault::SERVER_ERROR,
     };
     Fault::new(code, e.message.clone())
@@ -252,7 +253,11 @@ pub async fn call(
     let (parts, body) = req.into_parts();
     let base = crate::response::base_url(&state.config, &parts.headers);
     let mut reader = BodyReader::new(state, &parts, body);
-    let ctx = Ctx { state, base: &base };
+    let ctx = Ctx {
+        state,
+        base: &base,
+        client: crate::access::client(&parts.extensions),
+    };
     // Until its login is checked, the call holds nothing worth keeping its
     // connection for at the connection cap (see `crate::conns`).
     let unauthenticated = conn.map(|c| c.unauthenticated());
@@ -400,7 +405,7 @@ impl Call<'_> {
         }
         let upload = self.method.is_some_and(Info::is_upload);
         if upload && !self.logged_in && parser.params().len() >= 3 {
-            methods::login(self.ctx.state, parser.params()).await?;
+            methods::login(&self.ctx, parser.params()).await?;
             self.logged_in = true;
             self.unauthenticated = None;
             return Ok(true);
@@ -447,7 +452,7 @@ impl Call<'_> {
         }
         // Checked in `gate` before the bits; again here so that the commit
         // never depends on that ordering alone.
-        methods::login(self.ctx.state, params).await?;
+        methods::login(&self.ctx, params).await?;
         let data = &params[3];
         let name = data.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() {
@@ -512,7 +517,23 @@ fn finish(
     if outcome == Outcome::Failed {
         tracing::warn!(error = ?f, "xml-rpc upload failed");
     }
-    fault_response(&f.fault(), api_kind == Some(Kind::Busy), !reader.is_done())
+    let retry = match &f {
+        Failure::Api(e) if e.kind == Kind::TooMany => e.retry_after,
+        _ => None,
+    };
+    let r = fault_response(&f.fault(), api_kind == Some(Kind::Busy), !reader.is_done());
+    throttled(r, retry)
+}
+
+/// A throttled login (`crate::throttle`) is HTTP 429 with `Retry-After`,
+/// its body still the fault, so that a client that reads only faults has
+/// the message too.
+fn throttled(mut r: Response, retry: Option<u64>) -> Response {
+    if let Some(s) = retry {
+        *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
 }
 
 /// A result as a `methodResponse` body.

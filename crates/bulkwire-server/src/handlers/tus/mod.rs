@@ -54,7 +54,12 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
     }
     let auth = req.headers().get(http::header::AUTHORIZATION);
     let auth = auth.map(|v| v.as_bytes().to_vec());
-    let owner = match state.auth.authenticate(&*state.meta, auth.as_deref()).await {
+    let client = crate::access::client(req.extensions());
+    let owner = match state
+        .auth
+        .authenticate(&*state.meta, auth.as_deref(), client)
+        .await
+    {
         Ok(o) => o,
         Err(e) => return reject(state, req, e, Proto::Tus),
     };

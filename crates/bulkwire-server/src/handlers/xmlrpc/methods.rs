@@ -161,6 +161,8 @@ pub struct Ctx<'a> {
     /// `http://host` from the request, for absolute URLs; empty when the
     /// `Host` header is absent or odd (URLs are then relative).
     pub base: &'a str,
+    /// The client's address (login throttling).
+    pub client: Option<std::net::IpAddr>,
 }
 
 pub fn no_method(name: &str) -> Fault {
@@ -179,20 +181,22 @@ pub fn invalid_params(detail: &str) -> Fault {
 
 /// Checks params 1 and 2 (username, password) against the configured
 /// users.
-pub async fn login(state: &AppState, params: &[In]) -> Result<(), Failure> {
+pub async fn login(ctx: &Ctx<'_>, params: &[In]) -> Result<(), Failure> {
+    let state = ctx.state;
     let (Some(user), Some(pass)) = (params.get(1), params.get(2)) else {
         return Err(invalid_params("blog_id, username and password are required").into());
     };
     let (Some(user), Some(pass)) = (text(user), text(pass)) else {
         return Err(invalid_params("username and password must be strings").into());
     };
-    match state
+    let verdict = state
         .auth
-        .check_user(&*state.meta, &user, pass.as_bytes())
-        .await
-    {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(bad_login(state).await),
+        .login(&*state.meta, &user, pass.as_bytes(), ctx.client)
+        .await;
+    match verdict {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(crate::auth::Refusal::Throttled(t))) => Err(t.error().into()),
+        Ok(Err(_)) => Err(bad_login(state).await),
         Err(e) => Err(crate::ApiError::from(e).into()),
     }
 }
@@ -321,7 +325,7 @@ fn not_found() -> Fault {
 
 /// `wp.getMediaItem(blog_id, username, password, attachment_id)`.
 async fn media_item(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
-    login(ctx.state, params).await?;
+    login(ctx, params).await?;
     let id = params
         .get(3)
         .and_then(text)
@@ -383,7 +387,7 @@ impl Filter {
 /// `wp.getMediaLibrary(blog_id, username, password, filter)`: at most
 /// [`crate::Limits::list_limit`] items, in upload order.
 async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
-    login(ctx.state, params).await?;
+    login(ctx, params).await?;
     let max = ctx.state.config.limits.list_limit;
     let f = Filter::from(params.get(3), max);
     let mut out = Vec::new();
