@@ -14,7 +14,7 @@
 //! Durations asserted here are upper bounds with generous slack (a hung fetch must not hold a
 //! request beyond its timeout), never speed claims.
 
-use bulkwire_server::jwt::{looks_like_jwt, FetchOutcome, JwtRefusal, JwtVerifier, Refetch, Scope};
+use bulkwire_server::jwt::{looks_like_jwt, FetchOutcome, JwtRefusal, JwtVerifier, Refetch};
 use bulkwire_server::AuthKeys;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -328,17 +328,20 @@ async fn tokens_of_every_algorithm_are_accepted_with_their_claims() {
 
     let c = v.verify(f.token("rs256")).await.unwrap();
     assert_eq!(c.sub, "alice");
-    assert_eq!(
-        c.scopes.iter().collect::<Vec<_>>(),
-        [Scope::Upload, Scope::Read]
-    );
+    assert_eq!(c.scopes.names(), ["upload", "read"], "openid is ignored");
     assert_eq!(c.max_bytes, Some(1 << 20));
     assert_eq!(c.quota_bytes, Some(5_000_000_000));
     assert_eq!(
         c.content_types,
         Some(vec!["image/*".to_string(), "application/pdf".to_string()])
     );
-    assert!(c.allows_content_type("image/webp") && !c.allows_content_type("video/mp4"));
+    let p = c.principal();
+    assert_eq!(
+        (p.name.as_str(), p.via.kind(), p.everyone),
+        ("alice", "jwt", false)
+    );
+    assert!(p.rules.check_type("image/webp").is_ok() && p.rules.check_type("video/mp4").is_err());
+    assert!(p.rules.check_size(1 << 20).is_ok() && p.rules.check_size((1 << 20) + 1).is_err());
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -351,14 +354,12 @@ async fn tokens_of_every_algorithm_are_accepted_with_their_claims() {
 
     let c = v.verify(f.token("es256")).await.unwrap();
     assert_eq!(c.sub, "bob");
-    assert_eq!(
-        c.scopes.iter().collect::<Vec<_>>(),
-        [Scope::Delete, Scope::Admin]
-    );
+    assert_eq!(c.scopes.names(), ["delete", "admin"]);
+    assert!(c.principal().everyone, "admin reaches every owner");
 
     let c = v.verify(f.token("eddsa")).await.unwrap();
     assert_eq!(c.sub, "dave");
-    assert_eq!(c.scopes.iter().collect::<Vec<_>>(), [Scope::Read]);
+    assert_eq!(c.scopes.names(), ["read"]);
     assert_eq!(
         (c.max_bytes, c.content_types, c.quota_bytes),
         (None, None, None)
@@ -366,8 +367,8 @@ async fn tokens_of_every_algorithm_are_accepted_with_their_claims() {
 
     let c = v.verify(f.token("hs256")).await.unwrap();
     assert_eq!(
-        (c.sub.as_str(), c.scopes.iter().collect::<Vec<_>>()),
-        ("carol", vec![Scope::Upload])
+        (c.sub.as_str(), c.scopes.names()),
+        ("carol", vec!["upload"])
     );
 
     // jwt_leeway (30 s): 5 s after exp, 10 s before nbf.

@@ -2,7 +2,7 @@
 //!
 //! - `sub` (RFC 7519 §4.1.2) is the owner: a non-empty string.
 //! - `scope` is a space-separated list of names, as OAuth 2.0 writes it (RFC 6749 §3.3, RFC
-//!   8693 §4.2). The names this server knows are [`Scope`]'s; **other names are ignored**: an
+//!   8693 §4.2). The names this server knows are [`Scopes`]'s; **other names are ignored**: an
 //!   identity provider's access token commonly carries scopes meant for other resource servers
 //!   (`openid`, `email`, `orders:write`), and refusing those tokens would make one token per
 //!   service mandatory. Ignoring an unknown name can only grant less, never more: a misspelt
@@ -12,85 +12,21 @@
 //!
 //! A claim of the wrong type is a refusal naming it, never a silent default: a token that meant
 //! to limit an upload and failed to say so in the expected form must not pass unlimited.
+//!
+//! [`JwtClaims::principal`] is what `Auth` hands the handlers: `crate::principal`'s
+//! [`Principal`] with its [`UploadRules`], which enforce the limits.
 
 use super::JwtRefusal;
+use crate::principal::{Principal, Scopes, UploadRules, Via};
 use serde_json::{Map, Value};
-use std::fmt;
 
-/// What a principal may do (DESIGN.md "Who may do what").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scope {
-    Upload,
-    Read,
-    Delete,
-    Admin,
-}
-
-impl Scope {
-    pub const ALL: [Scope; 4] = [Scope::Upload, Scope::Read, Scope::Delete, Scope::Admin];
-
-    /// The name in a `scope` claim.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scope::Upload => "upload",
-            Scope::Read => "read",
-            Scope::Delete => "delete",
-            Scope::Admin => "admin",
-        }
-    }
-
-    /// The scope a name stands for; `None` for a name this server does not know. Scope names
-    /// are case-sensitive (RFC 6749 §3.3).
-    pub fn parse(name: &str) -> Option<Scope> {
-        Scope::ALL.into_iter().find(|s| s.name() == name)
-    }
-
-    fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-}
-
-/// A set of [`Scope`]s.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Scopes(u8);
-
-impl Scopes {
-    /// The known names of a space-separated `scope` value; unknown names are ignored (see the
-    /// module doc), as are repeated spaces.
-    pub fn from_claim(scope: &str) -> Scopes {
-        scope
-            .split(' ')
-            .filter_map(Scope::parse)
-            .fold(Scopes::default(), |s, x| s.with(x))
-    }
-
-    pub fn with(self, s: Scope) -> Scopes {
-        Scopes(self.0 | s.bit())
-    }
-
-    pub fn contains(self, s: Scope) -> bool {
-        self.0 & s.bit() != 0
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    pub fn iter(self) -> impl Iterator<Item = Scope> {
-        Scope::ALL.into_iter().filter(move |s| self.contains(*s))
-    }
-}
-
-impl FromIterator<Scope> for Scopes {
-    fn from_iter<I: IntoIterator<Item = Scope>>(it: I) -> Scopes {
-        it.into_iter().fold(Scopes::default(), Scopes::with)
-    }
-}
-
-impl fmt::Debug for Scopes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.iter().map(Scope::name)).finish()
-    }
+/// The known names of a space-separated `scope` value; unknown names are ignored (see the module
+/// doc), as are repeated spaces. Names are case-sensitive (RFC 6749 §3.3).
+pub fn scopes_of_claim(scope: &str) -> Scopes {
+    scope
+        .split(' ')
+        .filter_map(Scopes::named)
+        .fold(Scopes::NONE, Scopes::union)
 }
 
 /// What a verified token says about its bearer.
@@ -102,8 +38,8 @@ pub struct JwtClaims {
     pub scopes: Scopes,
     /// `bulkwire.max_bytes`: the largest upload this token may make.
     pub max_bytes: Option<u64>,
-    /// `bulkwire.content_types`: media type patterns an upload's type must match, lowercased.
-    /// `Some` of an empty list allows no type.
+    /// `bulkwire.content_types`: media type patterns an upload's type must match, lowercased
+    /// (`UploadRules::check_type`). `Some` of an empty list allows no type.
     pub content_types: Option<Vec<String>>,
     /// `bulkwire.quota_bytes`: the bytes the owner may hold in all.
     pub quota_bytes: Option<u64>,
@@ -112,13 +48,19 @@ pub struct JwtClaims {
 }
 
 impl JwtClaims {
-    /// True when `media_type` (parameters after `;` ignored) matches one of
-    /// `bulkwire.content_types`, or the token names none.
-    pub fn allows_content_type(&self, media_type: &str) -> bool {
-        match &self.content_types {
-            None => true,
-            Some(ps) => ps.iter().any(|p| media_type_matches(p, media_type)),
+    /// The upload limits the token carries.
+    pub fn rules(&self) -> UploadRules {
+        UploadRules {
+            max_bytes: self.max_bytes,
+            content_types: self.content_types.clone(),
+            quota_bytes: self.quota_bytes,
         }
+    }
+
+    /// The principal the token stands for: `sub` with its scopes and limits, reaching every
+    /// owner's items only with `admin`.
+    pub fn principal(&self) -> Principal {
+        Principal::scoped(&self.sub, self.scopes, Via::Jwt, self.rules())
     }
 
     /// The claims of a verified payload (its `exp` and `sub` already checked present by the
@@ -135,8 +77,8 @@ impl JwtClaims {
             None => return Err(JwtRefusal::MissingClaim("exp")),
         };
         let scopes = match p.get("scope") {
-            None | Some(Value::Null) => Scopes::default(),
-            Some(Value::String(s)) => Scopes::from_claim(s),
+            None | Some(Value::Null) => Scopes::NONE,
+            Some(Value::String(s)) => scopes_of_claim(s),
             Some(_) => {
                 return Err(invalid(
                     "scope",
@@ -200,9 +142,12 @@ fn content_types(p: &Map<String, Value>) -> Result<Option<Vec<String>>, JwtRefus
     Ok(Some(out))
 }
 
-/// `type/subtype`, `type/*` or `*/*`, each name made of RFC 6838 §4.2 restricted-name
-/// characters.
+/// `type/subtype`, `type/*`, `*/*` or `*` (as `UploadRules::check_type` matches them), each
+/// name made of RFC 6838 §4.2 restricted-name characters.
 fn is_pattern(s: &str) -> bool {
+    if s == "*" {
+        return true;
+    }
     let name = |n: &str| {
         !n.is_empty()
             && n.len() <= 127
@@ -213,20 +158,6 @@ fn is_pattern(s: &str) -> bool {
         Some(("*", "*")) => true,
         Some((t, "*")) => name(t),
         Some((t, st)) => name(t) && name(st),
-        None => false,
-    }
-}
-
-/// Whether `media_type` (case-insensitive, parameters ignored) matches a lowercased pattern.
-pub fn media_type_matches(pattern: &str, media_type: &str) -> bool {
-    let mt = media_type.split(';').next().unwrap_or("").trim();
-    let Some((t, st)) = mt.split_once('/') else {
-        return false;
-    };
-    match pattern.split_once('/') {
-        Some(("*", "*")) => true,
-        Some((pt, "*")) => pt.eq_ignore_ascii_case(t),
-        Some((pt, pst)) => pt.eq_ignore_ascii_case(t) && pst.eq_ignore_ascii_case(st),
         None => false,
     }
 }
@@ -250,37 +181,54 @@ mod tests {
         .unwrap();
         assert_eq!(c.sub, "alice");
         assert_eq!(c.expires, 1_900_000_000);
-        assert_eq!(
-            c.scopes.iter().collect::<Vec<_>>(),
-            [Scope::Upload, Scope::Read, Scope::Admin]
-        );
-        assert!(!c.scopes.contains(Scope::Delete));
+        assert_eq!(c.scopes.names(), ["upload", "read", "admin"]);
         assert_eq!(c.max_bytes, Some(1 << 20));
         assert_eq!(c.quota_bytes, Some(5_000_000_000));
         assert_eq!(
             c.content_types.as_deref(),
             Some(&["image/*".to_string(), "application/pdf".to_string()][..])
         );
-        assert_eq!(format!("{:?}", c.scopes), r#"{"upload", "read", "admin"}"#);
+        let p = c.principal();
+        assert_eq!(
+            (p.name.as_str(), p.scopes, p.everyone),
+            ("alice", c.scopes, true)
+        );
+        assert_eq!(p.via.kind(), "jwt");
+        assert_eq!(p.rules, c.rules());
+        assert_eq!(p.rules.max_bytes, Some(1 << 20));
+        assert!(p.rules.check_size(1 << 20).is_ok() && p.rules.check_size((1 << 20) + 1).is_err());
+        assert!(p.rules.check_type("image/webp").is_ok());
+        assert!(p.rules.check_type("application/pdf; x=1").is_ok());
+        assert!(p.rules.check_type("video/mp4").is_err());
     }
 
     #[test]
     fn absent_optional_claims_are_none_and_no_scope_is_no_scopes() {
         let c = claims(json!({"sub": "bob", "exp": 1.9e9})).unwrap();
         assert_eq!(c.expires, 1_900_000_000);
-        assert!(c.scopes.is_empty());
+        assert_eq!(c.scopes, Scopes::NONE);
         assert_eq!((c.max_bytes, c.quota_bytes), (None, None));
         assert_eq!(c.content_types, None);
-        assert!(c.allows_content_type("application/x-anything"));
+        let p = c.principal();
+        assert!(!p.everyone && p.require(Scopes::READ).is_err());
+        assert!(p.rules.check_type("application/x-anything").is_ok());
     }
 
     #[test]
     fn scope_names_are_case_sensitive_and_unknown_ones_grant_nothing() {
-        let s = Scopes::from_claim("Upload READ uplaod delete");
-        assert_eq!(s.iter().collect::<Vec<_>>(), [Scope::Delete]);
-        assert!(Scopes::from_claim("").is_empty());
-        let all: Scopes = Scope::ALL.into_iter().collect();
-        assert_eq!(Scopes::from_claim("admin delete read upload"), all);
+        assert_eq!(scopes_of_claim("Upload READ uplaod delete"), Scopes::DELETE);
+        assert_eq!(scopes_of_claim(""), Scopes::NONE);
+        assert_eq!(scopes_of_claim("openid email"), Scopes::NONE);
+        // Space-separated, as OAuth writes it: a comma is part of a (then unknown) name.
+        assert_eq!(scopes_of_claim("upload,read"), Scopes::NONE);
+        assert_eq!(
+            scopes_of_claim(" upload  read "),
+            Scopes::UPLOAD.union(Scopes::READ)
+        );
+        assert_eq!(
+            scopes_of_claim("admin delete read upload").names(),
+            ["upload", "read", "delete", "admin"]
+        );
     }
 
     #[test]
@@ -332,19 +280,29 @@ mod tests {
     }
 
     #[test]
-    fn content_type_patterns_match_type_subtype_and_wildcards() {
-        let m = media_type_matches;
-        assert!(m("image/*", "image/png"));
-        assert!(m("image/*", "IMAGE/JPEG; q=1"));
-        assert!(!m("image/*", "video/mp4"));
-        assert!(m("application/pdf", "application/PDF"));
-        assert!(!m("application/pdf", "application/pdfx"));
-        assert!(m("*/*", "text/plain"));
-        assert!(!m("*/*", "nonsense"));
+    fn content_type_patterns_are_checked_and_an_empty_list_allows_nothing() {
+        for ok in [
+            "image/png",
+            "image/*",
+            "*/*",
+            "*",
+            "application/vnd.ms-excel",
+            "a/b+json",
+        ] {
+            assert!(is_pattern(ok), "{ok}");
+        }
+        for bad in [
+            "image",
+            "*/png",
+            "image/",
+            "/png",
+            "im age/png",
+            "image/png; q=1",
+            "",
+        ] {
+            assert!(!is_pattern(bad), "{bad}");
+        }
         let c = claims(json!({"sub": "a", "exp": 1, "bulkwire.content_types": []})).unwrap();
-        assert!(
-            !c.allows_content_type("image/png"),
-            "an empty list allows nothing"
-        );
+        assert!(c.rules().check_type("image/png").is_err());
     }
 }

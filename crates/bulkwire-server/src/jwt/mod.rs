@@ -16,8 +16,9 @@
 //!   `jwt_issuer` when set, `aud` must contain `jwt_audience` when set, and without
 //!   `jwt_audience` a token carrying `aud` is refused (RFC 7519 §4.1.3: this server is not
 //!   among its audience). The signature is checked before any claim is looked at.
-//! - What the claims grant ([`JwtClaims`]): `sub` the owner, `scope` the [`Scopes`], and the
-//!   upload limits `bulkwire.max_bytes`, `bulkwire.content_types`, `bulkwire.quota_bytes`.
+//! - What the claims grant ([`JwtClaims`], and as a `crate::principal::Principal` with
+//!   [`JwtClaims::principal`]): `sub` the owner, `scope` the scopes (unknown names ignored), and
+//!   the upload limits `bulkwire.max_bytes`, `bulkwire.content_types`, `bulkwire.quota_bytes`.
 //!
 //! The crate: `jsonwebtoken` (the most used JWT crate, maintained, with JWK support), built
 //! with its `rust_crypto` backend (RustCrypto's `rsa`, `p256`, `ed25519-dalek`, `hmac`) and
@@ -29,7 +30,7 @@ mod claims;
 mod jwks;
 pub mod stats;
 
-pub use claims::{media_type_matches, JwtClaims, Scope, Scopes};
+pub use claims::{scopes_of_claim, JwtClaims};
 pub use stats::{FetchOutcome, JwtStats};
 
 use crate::config::AuthKeys;
