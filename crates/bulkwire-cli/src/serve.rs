@@ -12,7 +12,7 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     /// TOML file with any of: listen, data, tokens, users, meta, blobs,
-    /// public_url, link_ttl, cors_origins, [s3], [limits].
+    /// public_url, link_ttl, cors_origins, [s3], [auth], [limits].
     #[arg(long, env = "BULKWIRE_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on: HOST:PORT (`localhost:8092`, `0.0.0.0:8080`
@@ -53,6 +53,14 @@ pub struct Args {
         value_delimiter = ','
     )]
     cors_origins: Vec<String>,
+    /// JWK Set URL (http:// or https://) whose RS256, ES256 and EdDSA keys
+    /// check JWT bearer tokens ([auth] jwt_jwks_url).
+    #[arg(long, env = "BULKWIRE_JWT_JWKS_URL")]
+    jwt_jwks_url: Option<String>,
+    /// HS256 secret for JWT bearer tokens, at least 32 bytes ([auth]
+    /// jwt_secret); prefer the variable, which `ps` does not show.
+    #[arg(long, env = "BULKWIRE_JWT_SECRET", hide_env_values = true)]
+    jwt_secret: Option<String>,
     /// Connect to both stores, say what they are and whether they answer,
     /// then exit: 0 when both do, 1 otherwise.
     #[arg(long)]
@@ -120,6 +128,15 @@ fn config(a: Args) -> Result<Config, String> {
     }
     c.cors_origins
         .extend(a.cors_origins.into_iter().filter(|o| !o.is_empty()));
+    if a.jwt_jwks_url.is_some() {
+        c.auth.jwt_jwks_url = a.jwt_jwks_url;
+    }
+    if a.jwt_secret.is_some() {
+        c.auth.jwt_secret = a.jwt_secret;
+    }
+    // Again with the flags over the file: a short secret from the
+    // environment is as wrong as one in the file.
+    c.auth.validate()?;
     c.tokens
         .extend(a.tokens.into_iter().filter(|t| !t.is_empty()));
     for u in &a.users {

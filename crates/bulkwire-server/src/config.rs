@@ -104,6 +104,9 @@ pub struct Config {
     /// Origins whose browser scripts may call the API (`https://app.example.com`;
     /// `"*"` for any). Absent: none (no CORS headers at all).
     pub cors_origins: Vec<String>,
+    /// The application's own tokens (JWTs): where their keys come from and
+    /// what their claims must say (see `crate::jwt`).
+    pub auth: AuthKeys,
     pub limits: Limits,
 }
 
@@ -156,6 +159,7 @@ impl Default for Config {
             public_url: None,
             link_ttl: None,
             cors_origins: Vec::new(),
+            auth: AuthKeys::default(),
             limits: Limits::default(),
         }
     }
@@ -192,7 +196,152 @@ impl Config {
         let c: Config = toml::from_str(s).map_err(|e| e.to_string())?;
         c.limits.validate()?;
         c.validate_urls()?;
+        // Each key alone: the CLI checks the whole after its flags and
+        // variables (`AuthKeys::validate`).
+        c.auth.validate_keys()?;
         Ok(c)
+    }
+}
+
+/// The `[auth]` table: JWT bearer tokens (RFC 7519) the application issues
+/// itself, checked by `crate::jwt::JwtVerifier`. Keys of one type come from
+/// one place only: HS256 from `jwt_secret`, RS256, ES256 and EdDSA from the
+/// JWKS at `jwt_jwks_url` (its `oct` keys are ignored). Neither set: no JWT
+/// is accepted.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthKeys {
+    /// Where the public keys are: an `http://` or `https://` URL serving a
+    /// JWK Set (RFC 7517 §5).
+    pub jwt_jwks_url: Option<String>,
+    /// The HS256 key, at least [`AuthKeys::MIN_SECRET_BYTES`] bytes (RFC
+    /// 7518 §3.2: a key as long as the hash).
+    pub jwt_secret: Option<String>,
+    /// `iss` a token must carry; absent: not checked.
+    pub jwt_issuer: Option<String>,
+    /// A value `aud` must carry; absent: a token with `aud` is refused (RFC
+    /// 7519 §4.1.3: this server is not among its audience).
+    pub jwt_audience: Option<String>,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds.
+    #[serde(deserialize_with = "bulkwire_units::de::secs")]
+    pub jwt_leeway: u64,
+    /// Least time between two fetches of the JWKS for an unknown `kid`, in
+    /// seconds: tokens with made-up key ids cannot make the server hammer
+    /// the key server.
+    #[serde(deserialize_with = "bulkwire_units::de::secs")]
+    pub jwt_jwks_refresh: u64,
+    /// Longest a JWKS fetch may take, connecting included, in seconds.
+    #[serde(deserialize_with = "bulkwire_units::de::secs")]
+    pub jwt_jwks_timeout: u64,
+    /// Most bytes of a JWKS document; a longer one is abandoned as it
+    /// arrives.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
+    pub jwt_jwks_bytes: u64,
+}
+
+impl Default for AuthKeys {
+    fn default() -> Self {
+        AuthKeys {
+            jwt_jwks_url: None,
+            jwt_secret: None,
+            jwt_issuer: None,
+            jwt_audience: None,
+            jwt_leeway: 30,
+            jwt_jwks_refresh: 60,
+            jwt_jwks_timeout: 5,
+            jwt_jwks_bytes: 1 << 20,
+        }
+    }
+}
+
+/// The secret is never printed (configurations are logged in debug output).
+impl std::fmt::Debug for AuthKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthKeys")
+            .field("jwt_jwks_url", &self.jwt_jwks_url)
+            .field("jwt_secret", &self.jwt_secret.as_ref().map(|_| "<hidden>"))
+            .field("jwt_issuer", &self.jwt_issuer)
+            .field("jwt_audience", &self.jwt_audience)
+            .field("jwt_leeway", &self.jwt_leeway)
+            .field("jwt_jwks_refresh", &self.jwt_jwks_refresh)
+            .field("jwt_jwks_timeout", &self.jwt_jwks_timeout)
+            .field("jwt_jwks_bytes", &self.jwt_jwks_bytes)
+            .finish()
+    }
+}
+
+impl AuthKeys {
+    /// Shortest `jwt_secret` accepted: 256 bits, the output of SHA-256.
+    pub const MIN_SECRET_BYTES: usize = 32;
+
+    /// True when JWTs are accepted at all.
+    pub fn jwt_enabled(&self) -> bool {
+        self.jwt_jwks_url.is_some() || self.jwt_secret.is_some()
+    }
+
+    /// Rejects what cannot work, naming the key: [`AuthKeys::validate_keys`],
+    /// and an issuer or audience with no key to check tokens. For the
+    /// whole configuration, flags and variables included (a file may name
+    /// the issuer and leave the secret to `BULKWIRE_JWT_SECRET`).
+    pub fn validate(&self) -> Result<(), String> {
+        self.validate_keys()?;
+        if !self.jwt_enabled() {
+            for (k, v) in [
+                ("jwt_issuer", &self.jwt_issuer),
+                ("jwt_audience", &self.jwt_audience),
+            ] {
+                if v.is_some() {
+                    return Err(format!(
+                        "auth.{k} is set but no JWT is accepted: set auth.jwt_jwks_url or \
+                         auth.jwt_secret"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each key on its own: a short secret, a secret that is a PEM key (a
+    /// public key used as an HMAC secret is the algorithm confusion of RFC
+    /// 8725 §2.1), a JWKS URL that is not http(s), and zero bounds.
+    pub fn validate_keys(&self) -> Result<(), String> {
+        if let Some(s) = &self.jwt_secret {
+            if s.len() < Self::MIN_SECRET_BYTES {
+                return Err(format!(
+                    "auth.jwt_secret has {} bytes; HS256 needs at least {} (RFC 7518 §3.2)",
+                    s.len(),
+                    Self::MIN_SECRET_BYTES
+                ));
+            }
+            if s.trim_start().starts_with("-----BEGIN") {
+                return Err(
+                    "auth.jwt_secret is a PEM key: public keys (RS256, ES256, EdDSA) \
+                            belong in the JWKS at auth.jwt_jwks_url, and the HS256 secret \
+                            must be no key of theirs (RFC 8725 §2.1)"
+                        .into(),
+                );
+            }
+        }
+        if let Some(u) = &self.jwt_jwks_url {
+            let rest = u
+                .strip_prefix("https://")
+                .or_else(|| u.strip_prefix("http://"));
+            if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/') && !r.contains(' ')) {
+                return Err(format!(
+                    "auth.jwt_jwks_url {u:?} must be an http:// or https:// URL \
+                     (https://login.example.com/.well-known/jwks.json)"
+                ));
+            }
+        }
+        let zero = [
+            ("jwt_jwks_refresh", self.jwt_jwks_refresh),
+            ("jwt_jwks_timeout", self.jwt_jwks_timeout),
+            ("jwt_jwks_bytes", self.jwt_jwks_bytes),
+        ];
+        if let Some((n, _)) = zero.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("auth.{n} must be > 0"));
+        }
+        Ok(())
     }
 }
 

@@ -27,6 +27,7 @@ pub mod conns;
 pub mod cors;
 mod error;
 pub mod handlers;
+pub mod jwt;
 pub mod linger;
 pub mod links;
 pub mod metered;
@@ -43,7 +44,7 @@ pub mod upload;
 pub mod web;
 
 pub use auth::Auth;
-pub use config::{parse_listen, Config, Limits, PerRole, S3Keys, User};
+pub use config::{parse_listen, AuthKeys, Config, Limits, PerRole, S3Keys, User};
 pub use error::{ApiError, Kind};
 pub use server::{shutdown_signal, RunningServer, Server, META_FILE};
 pub use state::AppState;

@@ -66,6 +66,8 @@ pub struct Metrics {
     duration_sum_us: AtomicU64,
     /// Store latency and errors (`crate::metered`).
     pub store: std::sync::Arc<crate::metered::StoreStats>,
+    /// JWT verification and JWKS fetches (`crate::jwt`), once a verifier is attached.
+    jwt: std::sync::OnceLock<std::sync::Arc<crate::jwt::JwtStats>>,
 }
 
 impl Metrics {
@@ -96,6 +98,12 @@ impl Metrics {
 
     pub fn staging_peak(&self, bytes: usize) {
         self.peak_staging_buffer.fetch_max(bytes as u64, Relaxed);
+    }
+
+    /// Renders a JWT verifier's counters with the others (`JwtVerifier::stats`); a second
+    /// call is ignored.
+    pub fn attach_jwt(&self, stats: std::sync::Arc<crate::jwt::JwtStats>) {
+        let _ = self.jwt.set(stats);
     }
 
     /// Uploads counted for (format, outcome); for tests and the CLI.
@@ -160,6 +168,9 @@ impl Metrics {
         self.render_connections(&mut o);
         self.render_durations(&mut o);
         self.store.render(&mut o);
+        if let Some(j) = self.jwt.get() {
+            j.render(&mut o);
+        }
         render_memory(&mut o);
         o
     }
@@ -332,5 +343,26 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert!(t.contains("bulkwire_process_resident_memory_bytes "));
         }
+        assert!(!t.contains("bulkwire_jwt_"), "no verifier attached");
+    }
+
+    #[test]
+    fn an_attached_jwt_verifier_is_rendered() {
+        let m = Metrics::default();
+        let keys = crate::AuthKeys {
+            jwt_secret: Some("k".repeat(32)),
+            ..Default::default()
+        };
+        let v = crate::jwt::JwtVerifier::new(&keys).unwrap().unwrap();
+        m.attach_jwt(v.stats().clone());
+        let t = m.render();
+        assert!(
+            t.contains("bulkwire_jwt_refused_total{reason=\"expired\"} 0\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("bulkwire_jwks_fetches_total{outcome=\"ok\"} 0\n"),
+            "{t}"
+        );
     }
 }
