@@ -10,7 +10,8 @@
 
 use crate::serve::base_config;
 use bulkwire_server::auth::{new_token, set_user, token_digest};
-use bulkwire_server::store::{token_id, MetaStore, UserSet};
+use bulkwire_server::principal::{Role, Scopes};
+use bulkwire_server::store::{token_id, MetaStore, NewToken, Quota, UserSet};
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,10 +57,22 @@ pub enum TokenCmd {
         /// A note shown by `list` (who or what the token is for).
         #[arg(long, default_value = "")]
         label: String,
+        /// Who owns what the token makes (a user's name, or any name the
+        /// application uses); without the admin scope it reaches only that
+        /// owner's items.
+        #[arg(long, default_value = "admin")]
+        owner: String,
+        /// What it may do: upload, read, delete, admin, comma-separated.
+        #[arg(long, default_value = "admin", value_parser = scopes)]
+        scope: Scopes,
+        /// How long it is valid (`30d`, `12h`) [default: until revoked].
+        #[arg(long, value_parser = secs)]
+        ttl: Option<u64>,
         #[command(flatten)]
         at: Where,
     },
-    /// List tokens: id, creation time, label (never the token).
+    /// List tokens: id, owner, scopes, created, expires, last use, label
+    /// (never the token).
     List {
         #[command(flatten)]
         at: Where,
@@ -92,6 +105,33 @@ pub enum UserCmd {
     Add {
         /// The login name (no `:`).
         name: String,
+        /// author (their own items), editor (everybody's items) or admin
+        /// (everything, credentials too), as WordPress's roles.
+        #[arg(long, default_value = "author", value_parser = role)]
+        role: Role,
+        #[command(flatten)]
+        at: Where,
+    },
+    /// Change a user's role (author, editor, admin).
+    Role {
+        /// The user's login name.
+        name: String,
+        /// The new role.
+        #[arg(value_parser = role)]
+        role: Role,
+        #[command(flatten)]
+        at: Where,
+    },
+    /// Set a user's own quota (before their role's); `none` clears a part.
+    Quota {
+        /// The user's login name.
+        name: String,
+        /// Bytes their items may hold (`10GiB`), or `none`.
+        #[arg(long, value_parser = opt_size)]
+        bytes: Option<Limit>,
+        /// Items they may have, or `none`.
+        #[arg(long, value_parser = opt_count)]
+        items: Option<Limit>,
         #[command(flatten)]
         at: Where,
     },
@@ -109,7 +149,7 @@ pub enum UserCmd {
         #[command(flatten)]
         at: Where,
     },
-    /// List users: name and creation time.
+    /// List users: name, role, creation time and own quota.
     List {
         #[command(flatten)]
         at: Where,
@@ -125,16 +165,38 @@ pub fn token(cmd: TokenCmd) -> ExitCode {
     let at = at.clone();
     run(what, &at, |meta| async move {
         match cmd {
-            TokenCmd::Create { label, .. } => {
+            TokenCmd::Create {
+                label,
+                owner,
+                scope,
+                ttl,
+                ..
+            } => {
                 let t = new_token();
-                meta.token_add(token_digest(&t), label)
+                let new = NewToken {
+                    label,
+                    owner,
+                    scopes: scope.to_string(),
+                    expires: ttl.map(|s| now().saturating_add(s as i64)),
+                };
+                meta.token_add(token_digest(&t), new)
                     .await
                     .map_err(|e| e.to_string())?;
                 println!("{t}");
             }
             TokenCmd::List { .. } => {
                 for t in meta.tokens().await.map_err(|e| e.to_string())? {
-                    println!("{}  {}  {}", t.id, rfc3339(t.created), t.label);
+                    let when = |v: Option<i64>| v.map_or("never".to_string(), rfc3339);
+                    println!(
+                        "{}  owner={}  scopes={}  created={}  expires={}  last_used={}  {}",
+                        t.id,
+                        t.owner,
+                        t.scopes,
+                        rfc3339(t.created),
+                        when(t.expires),
+                        when(t.last_used),
+                        t.label
+                    );
                 }
             }
             TokenCmd::Revoke { id, .. } => {
@@ -169,6 +231,8 @@ pub fn link(cmd: LinkCmd) -> ExitCode {
 pub fn user(cmd: UserCmd) -> ExitCode {
     let (at, what) = match &cmd {
         UserCmd::Add { at, .. } => (at, "user add"),
+        UserCmd::Role { at, .. } => (at, "user role"),
+        UserCmd::Quota { at, .. } => (at, "user quota"),
         UserCmd::Passwd { at, .. } => (at, "user passwd"),
         UserCmd::Remove { at, .. } => (at, "user remove"),
         UserCmd::List { at } => (at, "user list"),
@@ -176,18 +240,44 @@ pub fn user(cmd: UserCmd) -> ExitCode {
     let at = at.clone();
     run(what, &at, |meta| async move {
         match cmd {
-            UserCmd::Add { name, .. } => {
+            UserCmd::Add { name, role, .. } => {
                 let pw = password(&name)?;
-                if !set_user(&*meta, &name, pw.as_bytes(), UserSet::Create).await? {
+                if !set_user(&*meta, &name, pw.as_bytes(), UserSet::Create, role).await? {
                     return Err(format!(
                         "user {name:?} exists (`bulkwire user passwd` changes the password)"
                     ));
                 }
-                eprintln!("added user {name:?}");
+                eprintln!("added user {name:?} ({role})");
+            }
+            UserCmd::Role { name, role, .. } => {
+                if !meta
+                    .user_role(&name, role.as_str())
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    return Err(format!("no user {name:?}"));
+                }
+                eprintln!("{name:?} is now {role} (nodes apply it within auth_cache_ms)");
+            }
+            UserCmd::Quota {
+                name, bytes, items, ..
+            } => {
+                let have = meta
+                    .user_get(&name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("no user {name:?}"))?;
+                let keep = |new: Option<Limit>, old: Option<u64>| new.map_or(old, |l| l.0);
+                let q = Quota {
+                    bytes: keep(bytes, have.info.quota.bytes),
+                    items: keep(items, have.info.quota.items),
+                };
+                meta.user_quota(&name, q).await.map_err(|e| e.to_string())?;
+                eprintln!("{name:?}: quota {}", show_quota(q));
             }
             UserCmd::Passwd { name, .. } => {
                 let pw = password(&name)?;
-                if !set_user(&*meta, &name, pw.as_bytes(), UserSet::Update).await? {
+                if !set_user(&*meta, &name, pw.as_bytes(), UserSet::Update, Role::Author).await? {
                     return Err(format!("no user {name:?}"));
                 }
                 eprintln!("changed the password of {name:?}");
@@ -200,12 +290,65 @@ pub fn user(cmd: UserCmd) -> ExitCode {
             }
             UserCmd::List { .. } => {
                 for u in meta.users().await.map_err(|e| e.to_string())? {
-                    println!("{}  {}", u.name, rfc3339(u.created));
+                    println!(
+                        "{}  {}  {}  quota {}",
+                        u.name,
+                        u.role,
+                        rfc3339(u.created),
+                        show_quota(u.quota)
+                    );
                 }
             }
         }
         Ok(())
     })
+}
+
+/// A quota part as set on the command line: a value, or `none` (`.0` is
+/// `None`).
+#[derive(Clone, Copy, Debug)]
+pub struct Limit(Option<u64>);
+
+fn opt_size(s: &str) -> Result<Limit, String> {
+    match s {
+        "none" => Ok(Limit(None)),
+        _ => bulkwire_units::parse_size(s).map(|v| Limit(Some(v))),
+    }
+}
+
+fn opt_count(s: &str) -> Result<Limit, String> {
+    match s {
+        "none" => Ok(Limit(None)),
+        _ => s
+            .parse::<u64>()
+            .map(|v| Limit(Some(v)))
+            .map_err(|_| format!("{s:?}: a whole number, or none")),
+    }
+}
+
+fn scopes(s: &str) -> Result<Scopes, String> {
+    Scopes::parse(s)
+}
+
+fn role(s: &str) -> Result<Role, String> {
+    Role::parse(s)
+}
+
+fn secs(s: &str) -> Result<u64, String> {
+    Ok(bulkwire_units::parse_duration(s)?.as_secs())
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// `10 GiB, 5000 items` (`none` for a part not set).
+fn show_quota(q: Quota) -> String {
+    let bytes = q.bytes.map_or("none".into(), bulkwire_units::format_size);
+    let items = q.items.map_or("none".into(), |i| format!("{i} items"));
+    format!("{bytes}, {items}")
 }
 
 /// Seconds since the epoch as an RFC 3339 time in UTC

@@ -152,7 +152,10 @@ fn token_list_shows_rfc_3339_times() {
     );
     let out = text(&bulkwire(&dir, &["token", "list"]).stdout);
     let line = out.lines().next().unwrap();
-    let when = line.split_whitespace().nth(1).unwrap();
+    let when = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("created="))
+        .unwrap();
     // 2026-11-28T00:40:15Z
     let b = when.as_bytes();
     let shape = b.len() == 20

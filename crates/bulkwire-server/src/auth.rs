@@ -23,9 +23,19 @@
 //! `--token`/`--user` from the command line or TOML are accepted too, held
 //! in memory only as digests (they are never written to the store: they
 //! stop working when the flag is removed).
+//!
+//! Every accepted credential becomes a [`Principal`] (`crate::principal`):
+//! a stored token its owner and scopes (refused past its expiry; its last
+//! use recorded to the minute), a user their name and role, a JWT
+//! (`crate::jwt`) its `sub`, `scope` and limits, a flag `admin`. The
+//! principal carries its quota, resolved here: a JWT's
+//! `bulkwire.quota_bytes`, else the owner's own (`bulkwire user quota`),
+//! else its role's (`[limits] quota_bytes`, `quota_items`). A cached login
+//! keeps its principal, so a role or quota change takes effect within
+//! `auth_cache_ms` too. Failed logins are throttled (`crate::throttle`).
 
-use crate::config::{Limits, User};
-use crate::store::{token_id, MetaError, MetaStore, UserSet};
+use crate::principal::{Principal, Role, Scopes, Via};
+use crate::store::{MetaError, MetaStore, NewToken, Quota, UserSet};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use base64::Engine;
@@ -81,14 +91,15 @@ fn verify_password(hash: &str, password: &[u8]) -> bool {
     PasswordHash::new(hash).is_ok_and(|h| Argon2::default().verify_password(password, &h).is_ok())
 }
 
-/// Logins that passed, by keyed digest, until they expire. Bounded: when
-/// full, expired entries go, and if none had, everything goes (the cost is
-/// one more store lookup or hash per credential, never a wrong answer).
+/// Logins that passed, by keyed digest, with the principal they named,
+/// until they expire. Bounded: when full, expired entries go, and if none
+/// had, everything goes (the cost is one more store lookup or hash per
+/// credential, never a wrong answer).
 struct Cache {
     key: [u8; 32],
     ttl: Duration,
     cap: usize,
-    map: Mutex<HashMap<Digest32, Instant>>,
+    map: Mutex<HashMap<Digest32, (Instant, Principal)>>,
 }
 
 impl Cache {
@@ -113,24 +124,32 @@ impl Cache {
         h.finalize().into()
     }
 
-    fn hit(&self, k: &Digest32) -> bool {
+    fn hit(&self, k: &Digest32) -> Option<Principal> {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(k).is_some_and(|t| t.elapsed() < self.ttl)
+        map.get(k)
+            .filter(|(t, _)| Instant::now() < *t)
+            .map(|(_, p)| p.clone())
     }
 
-    fn put(&self, k: Digest32) {
+    /// Remembers `p` under `k` for the cache's time, or less when the
+    /// credential expires sooner (`left` seconds).
+    fn put(&self, k: Digest32, p: Principal, left: Option<i64>) {
         if self.ttl.is_zero() || self.cap == 0 {
             return;
         }
+        let ttl = match left {
+            Some(s) => self.ttl.min(Duration::from_secs(s.max(0) as u64)),
+            None => self.ttl,
+        };
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= self.cap {
-            let ttl = self.ttl;
-            map.retain(|_, t| t.elapsed() < ttl);
+            let now = Instant::now();
+            map.retain(|_, (t, _)| now < *t);
             if map.len() >= self.cap {
                 map.clear();
             }
         }
-        map.insert(k, Instant::now());
+        map.insert(k, (Instant::now() + ttl, p));
     }
 }
 
@@ -151,6 +170,10 @@ pub enum Refusal {
     BadPassword,
     /// Too many failures from this address for this name (429).
     Throttled(crate::throttle::Throttled),
+    /// A stored token past its expiry (seconds since the epoch).
+    Expired(i64),
+    /// A JWT refused, and why (`crate::jwt::JwtRefusal`'s words).
+    Jwt(String),
 }
 
 impl Refusal {
@@ -179,6 +202,13 @@ impl Refusal {
                     .into()
             }
             Refusal::Throttled(t) => t.error().message,
+            Refusal::Expired(at) => format!(
+                "bearer token expired at {} (`bulkwire token create --ttl` makes a new one)",
+                httpdate::fmt_http_date(
+                    std::time::UNIX_EPOCH + Duration::from_secs((*at).max(0) as u64)
+                )
+            ),
+            Refusal::Jwt(why) => format!("JWT refused: {why}"),
         }
     }
 
@@ -191,11 +221,12 @@ impl Refusal {
     }
 }
 
-/// The accepted credentials: the store's, plus those given at start-up.
+/// The accepted credentials: the store's, plus those given at start-up,
+/// plus the application's JWTs when configured.
 pub struct Auth {
-    /// Digests of `--token` values.
+    /// Digests of `--token` values: principal `admin`, scope `admin`.
     tokens: Vec<Digest32>,
-    /// `--user` values: (name, digest of password).
+    /// `--user` values: (name, digest of password); role `admin`.
     users: Vec<(String, Digest32)>,
     cache: Cache,
     /// Argon2 verifications running at once.
@@ -207,23 +238,32 @@ pub struct Auth {
     pub throttle: crate::throttle::Throttle,
     /// Argon2 verifications run (`bulkwire_password_checks_total`).
     pub password_checks: std::sync::atomic::AtomicU64,
+    /// The application's JWTs (`crate::jwt`), when `[auth]` names a key.
+    pub jwt: Option<std::sync::Arc<crate::jwt::JwtVerifier>>,
+    /// Quotas by role (`[limits] quota_bytes`, `quota_items`).
+    quota_bytes: crate::config::PerRole,
+    quota_items: crate::config::PerRole,
 }
 
+/// The user name under which an XML-RPC or SOAP call gives a JWT as its
+/// password (a WordPress-compatible client handed a short-lived credential).
+pub const JWT_USER: &str = "jwt";
+
 impl Auth {
-    /// From configured tokens and users (in memory) and the store. Imports
-    /// a `token.sha256` left by an earlier release. When neither the
+    /// From configured tokens and users (in memory), the store and the
+    /// `[auth]` keys (the JWKS is fetched once here). Imports a
+    /// `token.sha256` left by an earlier release. When neither the
     /// configuration nor the store has any credential, creates a token in
-    /// the store and returns it (to print once).
+    /// the store (owner and scope `admin`) and returns it (to print once).
     pub async fn start(
         meta: &dyn MetaStore,
-        data: &Path,
-        tokens: &[String],
-        users: &[User],
-        limits: &Limits,
+        config: &crate::Config,
     ) -> Result<(Auth, Option<String>), String> {
+        let limits = &config.limits;
         let auth = Auth {
-            tokens: tokens.iter().map(|t| token_digest(t)).collect(),
-            users: users
+            tokens: config.tokens.iter().map(|t| token_digest(t)).collect(),
+            users: config
+                .users
                 .iter()
                 .map(|u| (u.name.clone(), digest(u.password.as_bytes())))
                 .collect(),
@@ -232,11 +272,14 @@ impl Auth {
                 limits.auth_cache_entries,
             ),
             hashing: std::sync::Arc::new(Semaphore::new(limits.password_checks)),
-            users_seen: (!users.is_empty()).into(),
+            users_seen: (!config.users.is_empty()).into(),
             throttle: crate::throttle::Throttle::new(limits),
             password_checks: 0.into(),
+            jwt: crate::jwt::JwtVerifier::start(&config.auth).await?,
+            quota_bytes: limits.quota_bytes,
+            quota_items: limits.quota_items,
         };
-        import_token_file(meta, data).await?;
+        import_token_file(meta, &config.data).await?;
         if !auth.tokens.is_empty() || !auth.users.is_empty() {
             return Ok((auth, None));
         }
@@ -245,41 +288,32 @@ impl Auth {
             return Ok((auth, None));
         }
         let token = new_token();
-        meta.token_add(token_digest(&token), "generated at first start".into())
-            .await
-            .map_err(|e| e.to_string())?;
+        meta.token_add(
+            token_digest(&token),
+            admin_token("generated at first start"),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         Ok((auth, Some(token)))
     }
 
-    /// Whether the `Authorization` header value is accepted; an error when
-    /// the store cannot say.
-    pub async fn check(
-        &self,
-        meta: &dyn MetaStore,
-        header: Option<&[u8]>,
-    ) -> Result<bool, MetaError> {
-        Ok(self.identify(meta, header).await?.is_some())
-    }
-
-    /// Who the `Authorization` header names, if it is accepted:
-    /// `token:ID` (the token's id, never the token) or `user:NAME`. Open
-    /// resumable uploads are counted per identity.
+    /// Who the `Authorization` header names, if it is accepted.
     pub async fn identify(
         &self,
         meta: &dyn MetaStore,
         header: Option<&[u8]>,
-    ) -> Result<Option<String>, MetaError> {
+    ) -> Result<Option<Principal>, MetaError> {
         Ok(self.verdict(meta, header, None).await?.ok())
     }
 
-    /// [`Auth::identify`], with a refusal as the 401 to answer and a store
-    /// that cannot say as its 503/500.
+    /// Who the `Authorization` header names; a refusal as the 401 (429) to
+    /// answer, a store that cannot say as its 503/500.
     pub async fn authenticate(
         &self,
         meta: &dyn MetaStore,
         header: Option<&[u8]>,
         client: Option<IpAddr>,
-    ) -> Result<String, crate::ApiError> {
+    ) -> Result<Principal, crate::ApiError> {
         match self.verdict(meta, header, client).await {
             Ok(Ok(who)) => Ok(who),
             Ok(Err(r)) => Err(r.error()),
@@ -293,7 +327,7 @@ impl Auth {
         meta: &dyn MetaStore,
         header: Option<&[u8]>,
         client: Option<IpAddr>,
-    ) -> Result<Result<String, Refusal>, MetaError> {
+    ) -> Result<Result<Principal, Refusal>, MetaError> {
         let Some(header) = header else {
             return Ok(Err(Refusal::Missing));
         };
@@ -313,21 +347,126 @@ impl Auth {
                 Ok(a) => a,
                 Err(t) => return Ok(Err(Refusal::Throttled(t))),
             };
-            if !self.check_token(meta, cred).await? {
-                attempt.failed();
-                return Ok(Err(Refusal::BadToken));
+            let r = self.bearer(meta, cred).await?;
+            match &r {
+                Err(_) => attempt.failed(),
+                Ok(_) => drop(attempt),
             }
-            drop(attempt);
-            Ok(Ok(format!("token:{}", token_id(&digest(cred)))))
+            Ok(r)
         } else if scheme.eq_ignore_ascii_case(b"basic") {
             let Some((name, password)) = basic(cred) else {
                 return Ok(Err(Refusal::BadBasicSyntax));
             };
-            let r = self.login(meta, &name, &password, client).await?;
-            Ok(r.map(|()| format!("user:{name}")))
+            self.login(meta, &name, &password, client).await
         } else {
             let s = String::from_utf8_lossy(scheme);
             Ok(Err(Refusal::Scheme(s.chars().take(32).collect())))
+        }
+    }
+
+    /// A bearer credential: the application's JWT (when configured and it
+    /// has a JWT's shape), else a stored or configured token.
+    async fn bearer(
+        &self,
+        meta: &dyn MetaStore,
+        cred: &[u8],
+    ) -> Result<Result<Principal, Refusal>, MetaError> {
+        if let (Some(jwt), Ok(text)) = (&self.jwt, std::str::from_utf8(cred)) {
+            if crate::jwt::looks_like_jwt(text) {
+                return self.jwt_principal(meta, jwt, text).await;
+            }
+        }
+        self.token(meta, cred).await
+    }
+
+    /// A JWT's principal: `sub`, its scopes and upload limits, and a quota
+    /// (`bulkwire.quota_bytes` first, then `sub`'s as any owner's).
+    async fn jwt_principal(
+        &self,
+        meta: &dyn MetaStore,
+        jwt: &crate::jwt::JwtVerifier,
+        token: &str,
+    ) -> Result<Result<Principal, Refusal>, MetaError> {
+        let claims = match jwt.verify(token).await {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(Refusal::Jwt(e.to_string()))),
+        };
+        let mut p = claims.principal();
+        p.quota = self.quota_of(meta, &p).await?;
+        if let Some(b) = claims.quota_bytes {
+            p.quota.bytes = Some(b);
+        }
+        Ok(Ok(p))
+    }
+
+    /// A stored or configured token's principal; expired is refused.
+    async fn token(
+        &self,
+        meta: &dyn MetaStore,
+        token: &[u8],
+    ) -> Result<Result<Principal, Refusal>, MetaError> {
+        let d = digest(token);
+        if self.tokens.iter().fold(false, |ok, t| ok | same(t, &d)) {
+            let mut p = Principal::flag(crate::principal::ADMIN);
+            p.quota = self.role_quota(Role::Admin);
+            return Ok(Ok(p));
+        }
+        let k = self.cache.key(&[b"token", &d]);
+        if let Some(p) = self.cache.hit(&k) {
+            return Ok(Ok(p));
+        }
+        let Some(t) = meta.token_find(d).await? else {
+            return Ok(Err(Refusal::BadToken));
+        };
+        if t.expires.is_some_and(|e| e <= now_secs()) {
+            return Ok(Err(Refusal::Expired(t.expires.unwrap_or(0))));
+        }
+        // The last use, to the minute; a store that cannot say it does not
+        // refuse the token.
+        if let Err(e) = meta.token_used(&t.id).await {
+            tracing::debug!(error = %e, "recording a token's use");
+        }
+        let scopes = Scopes::parse(&t.scopes).unwrap_or(Scopes::NONE);
+        let via = Via::Token { id: t.id.clone() };
+        let mut p = Principal::scoped(&t.owner, scopes, via, Default::default());
+        p.quota = self.quota_of(meta, &p).await?;
+        self.cache
+            .put(k, p.clone(), t.expires.map(|e| e - now_secs()));
+        Ok(Ok(p))
+    }
+
+    /// The quota of a principal that is not a user's login: its owner's
+    /// own if the owner is a user (a token made for a user counts against
+    /// the user's quota), else its role's (`admin` with the admin scope,
+    /// else `author`).
+    async fn quota_of(&self, meta: &dyn MetaStore, p: &Principal) -> Result<Quota, MetaError> {
+        let role = if p.is_admin() {
+            Role::Admin
+        } else {
+            Role::Author
+        };
+        match meta.user_get(&p.name).await? {
+            Some(u) => {
+                let role = Role::parse(&u.info.role).unwrap_or(role);
+                Ok(self.user_quota(role, u.info.quota))
+            }
+            None => Ok(self.role_quota(role)),
+        }
+    }
+
+    /// A user's own quota, each part falling back to their role's.
+    fn user_quota(&self, role: Role, own: Quota) -> Quota {
+        let r = self.role_quota(role);
+        Quota {
+            bytes: own.bytes.or(r.bytes),
+            items: own.items.or(r.items),
+        }
+    }
+
+    fn role_quota(&self, role: Role) -> Quota {
+        Quota {
+            bytes: self.quota_bytes.get(role),
+            items: self.quota_items.get(role),
         }
     }
 
@@ -347,74 +486,72 @@ impl Auth {
         Ok(some)
     }
 
-    async fn check_token(&self, meta: &dyn MetaStore, token: &[u8]) -> Result<bool, MetaError> {
-        let d = digest(token);
-        if self.tokens.iter().fold(false, |ok, t| ok | same(t, &d)) {
-            return Ok(true);
-        }
-        let k = self.cache.key(&[b"token", &d]);
-        if self.cache.hit(&k) {
-            return Ok(true);
-        }
-        let ok = meta.token_known(d).await?;
-        if ok {
-            self.cache.put(k);
-        }
-        Ok(ok)
-    }
-
     /// A login with a name and password (Basic, XML-RPC, SOAP), throttled
     /// per address and name before the password is checked
-    /// (`crate::throttle`).
+    /// (`crate::throttle`). With the name [`JWT_USER`] and JWTs
+    /// configured, the password is a JWT.
     pub async fn login(
         &self,
         meta: &dyn MetaStore,
         name: &str,
         password: &[u8],
         client: Option<IpAddr>,
-    ) -> Result<Result<(), Refusal>, MetaError> {
+    ) -> Result<Result<Principal, Refusal>, MetaError> {
         let attempt = match self.throttle.check(client, name.as_bytes()) {
             Ok(a) => a,
             Err(t) => return Ok(Err(Refusal::Throttled(t))),
         };
-        if self.check_user(meta, name, password).await? {
-            attempt.passed();
-            Ok(Ok(()))
-        } else {
-            attempt.failed();
-            Ok(Err(Refusal::BadPassword))
+        let r = match (&self.jwt, name == JWT_USER, std::str::from_utf8(password)) {
+            (Some(jwt), true, Ok(token)) => self.jwt_principal(meta, jwt, token).await?,
+            _ => self
+                .check_user(meta, name, password)
+                .await?
+                .ok_or(Refusal::BadPassword),
+        };
+        match &r {
+            Ok(_) => attempt.passed(),
+            Err(_) => attempt.failed(),
         }
+        Ok(r)
     }
 
-    /// Checks a user's name and password, unthrottled (see [`Auth::login`]).
+    /// Checks a user's name and password, unthrottled (see [`Auth::login`]);
+    /// the user's principal when they match.
     pub async fn check_user(
         &self,
         meta: &dyn MetaStore,
         name: &str,
         password: &[u8],
-    ) -> Result<bool, MetaError> {
+    ) -> Result<Option<Principal>, MetaError> {
         let d = digest(password);
         let configured = self
             .users
             .iter()
             .fold(false, |ok, (n, p)| ok | (n == name && same(p, &d)));
         if configured {
-            return Ok(true);
+            // A `--user` is a user whose role is `admin`.
+            let mut p = Principal::user(name, Role::Admin);
+            p.quota = self.role_quota(Role::Admin);
+            return Ok(Some(p));
         }
         let k = self.cache.key(&[b"user", name.as_bytes(), password]);
-        if self.cache.hit(&k) {
-            return Ok(true);
+        if let Some(p) = self.cache.hit(&k) {
+            return Ok(Some(p));
         }
-        let Some(hash) = meta.user_hash(name).await? else {
-            return Ok(false);
+        let Some(u) = meta.user_get(name).await? else {
+            return Ok(None);
         };
         self.users_seen
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        let ok = self.verify(hash, password.to_vec()).await;
-        if ok {
-            self.cache.put(k);
+        if !self.verify(u.hash, password.to_vec()).await {
+            return Ok(None);
         }
-        Ok(ok)
+        // A role this build does not know reads as the least one.
+        let role = Role::parse(&u.info.role).unwrap_or(Role::Author);
+        let mut p = Principal::user(name, role);
+        p.quota = self.user_quota(role, u.info.quota);
+        self.cache.put(k, p.clone(), None);
+        Ok(Some(p))
     }
 
     /// One Argon2 verification on the blocking pool, within
@@ -435,6 +572,22 @@ impl Auth {
         .await
         .unwrap_or(false)
     }
+}
+
+/// A token of owner and scope `admin` (the first start's, `--token`'s).
+pub fn admin_token(label: &str) -> NewToken {
+    NewToken {
+        label: label.to_string(),
+        owner: crate::principal::ADMIN.to_string(),
+        scopes: Scopes::ADMIN.to_string(),
+        expires: None,
+    }
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 impl Auth {
@@ -493,7 +646,7 @@ async fn import_token_file(meta: &dyn MetaStore, data: &Path) -> Result<(), Stri
         hex::decode_to_slice(line, &mut d)
             .map_err(|e| format!("{}: bad token digest: {e}", path.display()))?;
         if !known.iter().any(|t| t.id == crate::store::token_id(&d)) {
-            meta.token_add(d, format!("imported from {TOKEN_FILE}"))
+            meta.token_add(d, admin_token(&format!("imported from {TOKEN_FILE}")))
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -503,15 +656,22 @@ async fn import_token_file(meta: &dyn MetaStore, data: &Path) -> Result<(), Stri
 }
 
 /// Adds or changes a user in the store (the CLI's `user add|passwd` and
-/// tests); `false` when `mode`'s condition failed.
+/// tests); a user created gets `role`. `false` when `mode`'s condition
+/// failed.
 pub async fn set_user(
     meta: &dyn MetaStore,
     name: &str,
     password: &[u8],
     mode: UserSet,
+    role: Role,
 ) -> Result<bool, String> {
     if name.is_empty() || name.contains(':') {
         return Err("a user name must be non-empty and without ':' (RFC 7617 §2)".into());
+    }
+    if name == JWT_USER {
+        return Err(format!(
+            "the user name {JWT_USER:?} is kept for XML-RPC and SOAP logins with a JWT"
+        ));
     }
     if password.is_empty() {
         return Err("the password is empty".into());
@@ -520,7 +680,7 @@ pub async fn set_user(
     let hash = tokio::task::spawn_blocking(move || hash_password(&password))
         .await
         .map_err(|e| e.to_string())??;
-    meta.user_set(name, &hash, mode)
+    meta.user_set(name, &hash, mode, role.as_str())
         .await
         .map_err(|e| e.to_string())
 }
@@ -545,7 +705,8 @@ fn basic(cred: &[u8]) -> Option<(String, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{CredentialStore, SqliteMeta};
+    use crate::config::{Config, Limits, User};
+    use crate::store::{CredentialStore, MediaStore, SqliteMeta};
 
     fn basic_header(s: &str) -> Vec<u8> {
         format!(
@@ -559,105 +720,238 @@ mod tests {
         SqliteMeta::open(&d.join("m.sqlite")).unwrap()
     }
 
-    #[tokio::test]
-    async fn configured_bearer_and_basic() {
-        let d = tempfile::tempdir().unwrap();
-        let m = meta(d.path());
-        let users = [User::parse("bob:s3:cret").unwrap()];
-        let l = Limits::default();
-        let (a, new) = Auth::start(&m, d.path(), &["tok".into()], &users, &l)
-            .await
-            .unwrap();
-        assert!(new.is_none());
-        assert!(m.tokens().await.unwrap().is_empty(), "flags are not stored");
-        for (h, want) in [
-            (&b"Bearer tok"[..], true),
-            (b"bearer  tok ", true),
-            (b"Bearer tok2", false),
-            (b"Bearer", false),
-            (&basic_header("bob:s3:cret"), true),
-            (&basic_header("bob:s3"), false),
-            (&basic_header("eve:s3:cret"), false),
-            (b"Basic !!!", false),
-            (b"Digest x", false),
-        ] {
-            let got = a.check(&m, Some(h)).await.unwrap();
-            assert_eq!(got, want, "{}", String::from_utf8_lossy(h));
+    fn config(d: &Path, tokens: &[&str], users: &[&str], limits: Limits) -> Config {
+        Config {
+            data: d.to_path_buf(),
+            tokens: tokens.iter().map(|t| t.to_string()).collect(),
+            users: users.iter().map(|u| User::parse(u).unwrap()).collect(),
+            limits,
+            ..Config::default()
         }
-        assert!(!a.check(&m, None).await.unwrap());
+    }
+
+    async fn who(a: &Auth, m: &SqliteMeta, h: &[u8]) -> Option<Principal> {
+        a.identify(m, Some(h)).await.unwrap()
     }
 
     #[tokio::test]
-    async fn stored_tokens_and_users_with_revocation() {
+    async fn configured_bearer_and_basic_are_admin() {
         let d = tempfile::tempdir().unwrap();
         let m = meta(d.path());
-        let l = Limits {
-            auth_cache_ms: 0,
-            ..Limits::default()
-        };
+        let c = config(d.path(), &["tok"], &["bob:s3:cret"], Limits::default());
+        let (a, new) = Auth::start(&m, &c).await.unwrap();
+        assert!(new.is_none());
+        assert!(m.tokens().await.unwrap().is_empty(), "flags are not stored");
+        for (h, want) in [
+            (&b"Bearer tok"[..], Some("admin")),
+            (b"bearer  tok ", Some("admin")),
+            (b"Bearer tok2", None),
+            (b"Bearer", None),
+            (&basic_header("bob:s3:cret"), Some("bob")),
+            (&basic_header("bob:s3"), None),
+            (&basic_header("eve:s3:cret"), None),
+            (b"Basic !!!", None),
+            (b"Digest x", None),
+        ] {
+            let got = who(&a, &m, h).await;
+            assert_eq!(
+                got.as_ref().map(|p| p.name.as_str()),
+                want,
+                "{}",
+                String::from_utf8_lossy(h)
+            );
+            assert!(got.is_none_or(|p| p.is_admin() && p.everyone));
+        }
+        assert!(a.identify(&m, None).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn stored_tokens_and_users_carry_owner_scopes_and_role() {
+        let d = tempfile::tempdir().unwrap();
+        let m = meta(d.path());
+        let c = config(
+            d.path(),
+            &[],
+            &[],
+            Limits {
+                auth_cache_ms: 0,
+                ..Limits::default()
+            },
+        );
         let t = new_token();
-        let info = m.token_add(token_digest(&t), "x".into()).await.unwrap();
-        assert!(set_user(&m, "carol", b"pw pw", UserSet::Create)
-            .await
-            .unwrap());
-        let hash = m.user_hash("carol").await.unwrap().unwrap();
+        let nt = NewToken {
+            label: "cam".into(),
+            owner: "carol".into(),
+            scopes: "upload".into(),
+            expires: None,
+        };
+        let info = m.token_add(token_digest(&t), nt).await.unwrap();
+        assert!(
+            set_user(&m, "carol", b"pw pw", UserSet::Create, Role::Author)
+                .await
+                .unwrap()
+        );
+        let hash = m.user_get("carol").await.unwrap().unwrap().hash;
         assert!(hash.starts_with("$argon2id$"), "{hash}");
         assert!(!hash.contains("pw pw"));
-        let (a, new) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        let (a, new) = Auth::start(&m, &c).await.unwrap();
         assert!(new.is_none(), "the store has credentials");
         let bearer = format!("Bearer {t}");
-        assert!(a.check(&m, Some(bearer.as_bytes())).await.unwrap());
-        assert!(a.check_user(&m, "carol", b"pw pw").await.unwrap());
-        assert!(!a.check_user(&m, "carol", b"pw").await.unwrap());
-        assert!(!a.check_user(&m, "dave", b"pw pw").await.unwrap());
-        // Without a cache, revocation and removal act at once.
+        let p = who(&a, &m, bearer.as_bytes()).await.unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.scopes, p.everyone),
+            ("carol", Scopes::UPLOAD, false)
+        );
+        assert_eq!(
+            p.via,
+            Via::Token {
+                id: info.id.clone()
+            }
+        );
+        let u = a.check_user(&m, "carol", b"pw pw").await.unwrap().unwrap();
+        assert_eq!(u.via, Via::User { role: Role::Author });
+        assert!(a.check_user(&m, "carol", b"pw").await.unwrap().is_none());
+        assert!(a.check_user(&m, "dave", b"pw pw").await.unwrap().is_none());
+        assert!(set_user(&m, JWT_USER, b"x", UserSet::Create, Role::Author)
+            .await
+            .is_err());
+        // Without a cache, revocation, removal and a new role act at once.
+        m.user_role("carol", "editor").await.unwrap();
+        let u = a.check_user(&m, "carol", b"pw pw").await.unwrap().unwrap();
+        assert!(u.everyone && !u.is_admin(), "an editor");
         m.token_revoke(&info.id).await.unwrap();
         m.user_remove("carol").await.unwrap();
-        assert!(!a.check(&m, Some(bearer.as_bytes())).await.unwrap());
-        assert!(!a.check_user(&m, "carol", b"pw pw").await.unwrap());
+        assert!(who(&a, &m, bearer.as_bytes()).await.is_none());
+        assert!(a.check_user(&m, "carol", b"pw pw").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_is_refused_saying_so() {
+        let d = tempfile::tempdir().unwrap();
+        let m = meta(d.path());
+        let c = config(d.path(), &[], &[], Limits::default());
+        let t = new_token();
+        let nt = NewToken {
+            expires: Some(now_secs() - 1),
+            ..admin_token("old")
+        };
+        m.token_add(token_digest(&t), nt).await.unwrap();
+        let (a, _) = Auth::start(&m, &c).await.unwrap();
+        let e = a
+            .authenticate(&m, Some(format!("Bearer {t}").as_bytes()), None)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status(), 401);
+        assert!(e.message.contains("expired at"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn quotas_come_from_the_user_then_the_role() {
+        let d = tempfile::tempdir().unwrap();
+        let m = meta(d.path());
+        let mut l = Limits::default();
+        l.quota_bytes.author = Some(100);
+        l.quota_items.author = Some(5);
+        let c = config(d.path(), &[], &[], l);
+        set_user(&m, "ann", b"pw", UserSet::Create, Role::Author)
+            .await
+            .unwrap();
+        let own = Quota {
+            bytes: Some(7),
+            items: None,
+        };
+        m.user_quota("ann", own).await.unwrap();
+        let (a, _) = Auth::start(&m, &c).await.unwrap();
+        let p = a.check_user(&m, "ann", b"pw").await.unwrap().unwrap();
+        assert_eq!(
+            p.quota,
+            Quota {
+                bytes: Some(7),
+                items: Some(5)
+            }
+        );
+        // A token owned by ann counts against ann's quota.
+        let t = new_token();
+        let nt = NewToken {
+            owner: "ann".into(),
+            scopes: "upload".into(),
+            ..admin_token("t")
+        };
+        m.token_add(token_digest(&t), nt).await.unwrap();
+        let p = who(&a, &m, format!("Bearer {t}").as_bytes()).await.unwrap();
+        assert_eq!(p.quota.bytes, Some(7));
+        // An owner who is no user: the role's (author without admin).
+        let t2 = new_token();
+        let nt = NewToken {
+            owner: "app-user-42".into(),
+            scopes: "upload,read".into(),
+            ..admin_token("t2")
+        };
+        m.token_add(token_digest(&t2), nt).await.unwrap();
+        let p = who(&a, &m, format!("Bearer {t2}").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(
+            p.quota,
+            Quota {
+                bytes: Some(100),
+                items: Some(5)
+            }
+        );
+        assert_eq!(m.usage("app-user-42").await.unwrap().items, 0);
     }
 
     #[tokio::test]
     async fn a_passed_login_is_remembered_for_the_cache_period_only() {
         let d = tempfile::tempdir().unwrap();
         let m = meta(d.path());
-        let l = Limits {
-            auth_cache_ms: 300,
-            ..Limits::default()
-        };
-        set_user(&m, "erin", b"secret", UserSet::Create)
+        let c = config(
+            d.path(),
+            &[],
+            &[],
+            Limits {
+                auth_cache_ms: 300,
+                ..Limits::default()
+            },
+        );
+        set_user(&m, "erin", b"secret", UserSet::Create, Role::Author)
             .await
             .unwrap();
-        let (a, _) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
-        assert!(a.check_user(&m, "erin", b"secret").await.unwrap());
+        let (a, _) = Auth::start(&m, &c).await.unwrap();
+        assert!(a.check_user(&m, "erin", b"secret").await.unwrap().is_some());
         m.user_remove("erin").await.unwrap();
-        assert!(a.check_user(&m, "erin", b"secret").await.unwrap(), "cached");
+        let cached = a.check_user(&m, "erin", b"secret").await.unwrap();
+        assert!(cached.is_some(), "cached");
         assert!(
-            !a.check_user(&m, "erin", b"other").await.unwrap(),
+            a.check_user(&m, "erin", b"other").await.unwrap().is_none(),
             "not a wrong one"
         );
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert!(
-            !a.check_user(&m, "erin", b"secret").await.unwrap(),
+            a.check_user(&m, "erin", b"secret").await.unwrap().is_none(),
             "expired"
         );
     }
 
     #[tokio::test]
-    async fn generated_token_is_stored_hashed_and_made_once() {
+    async fn generated_token_is_admin_stored_hashed_and_made_once() {
         let d = tempfile::tempdir().unwrap();
         let m = meta(d.path());
-        let l = Limits::default();
-        let (a, tok) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        let c = config(d.path(), &[], &[], Limits::default());
+        let (a, tok) = Auth::start(&m, &c).await.unwrap();
         let tok = tok.expect("a token on first start");
         let stored = m.tokens().await.unwrap();
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].id, crate::store::token_id(&token_digest(&tok)));
-        assert!(a
-            .check(&m, Some(format!("Bearer {tok}").as_bytes()))
+        assert_eq!(
+            (stored[0].owner.as_str(), stored[0].scopes.as_str()),
+            ("admin", "admin")
+        );
+        let p = who(&a, &m, format!("Bearer {tok}").as_bytes())
             .await
-            .unwrap());
-        let (_, again) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+            .unwrap();
+        assert!(p.is_admin() && p.name == "admin");
+        let (_, again) = Auth::start(&m, &c).await.unwrap();
         assert!(again.is_none());
     }
 
@@ -668,15 +962,14 @@ mod tests {
         let tok = new_token();
         let line = format!("{}\n", hex::encode(token_digest(&tok)));
         std::fs::write(d.path().join(TOKEN_FILE), line).unwrap();
-        let l = Limits::default();
-        let (a, new) = Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        let c = config(d.path(), &[], &[], Limits::default());
+        let (a, new) = Auth::start(&m, &c).await.unwrap();
         assert!(new.is_none(), "the imported token counts");
-        assert!(a
-            .check(&m, Some(format!("Bearer {tok}").as_bytes()))
+        assert!(who(&a, &m, format!("Bearer {tok}").as_bytes())
             .await
-            .unwrap());
+            .is_some());
         assert!(!d.path().join(TOKEN_FILE).exists());
-        Auth::start(&m, d.path(), &[], &[], &l).await.unwrap();
+        Auth::start(&m, &c).await.unwrap();
         assert_eq!(m.tokens().await.unwrap().len(), 1);
     }
 
@@ -685,7 +978,7 @@ mod tests {
         let c = Cache::new(Duration::from_secs(1), 2);
         assert_ne!(c.key(&[b"ab", b"c"]), c.key(&[b"a", b"bc"]));
         for i in 0..10u8 {
-            c.put(c.key(&[&[i]]));
+            c.put(c.key(&[&[i]]), Principal::flag("x"), None);
         }
         assert!(c.map.lock().unwrap().len() <= 2, "bounded");
     }

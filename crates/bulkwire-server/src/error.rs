@@ -167,6 +167,28 @@ impl ApiError {
         }
     }
 
+    /// 413 for an owner's quota: the limit, the owner's usage and what the
+    /// upload would add.
+    pub fn over_quota(o: &crate::store::OverQuota) -> Self {
+        let show = |v: u64| match o.limit {
+            "quota_bytes" => bulkwire_units::format_size(v),
+            _ => v.to_string(),
+        };
+        ApiError {
+            kind: Kind::Limit,
+            message: format!(
+                "over quota: {} = {}; the owner holds {} and this upload adds {}",
+                o.limit,
+                show(o.value),
+                show(o.usage),
+                show(o.adding)
+            ),
+            limit: Some((o.limit, o.value)),
+            allow: None,
+            retry_after: None,
+        }
+    }
+
     pub fn storage(e: impl fmt::Display) -> Self {
         ApiError::new(Kind::Storage, format!("storage error: {e}"))
     }
@@ -243,6 +265,9 @@ pub fn limit_text(name: &str, value: u64) -> String {
 /// be reached, else 500.
 impl From<crate::store::MetaError> for ApiError {
     fn from(e: crate::store::MetaError) -> Self {
+        if let Some(o) = e.over_quota {
+            return ApiError::over_quota(&o);
+        }
         if e.full {
             return ApiError::new(Kind::StorageFull, format!("storage full: {e}"));
         }

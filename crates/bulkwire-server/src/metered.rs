@@ -10,8 +10,8 @@
 
 use crate::store::{
     BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, Lease, LeaseStore, ListQuery,
-    MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, Pending, Spool, SpoolWriter,
-    Token, UploadRow, UploadStore, UserInfo, UserSet,
+    MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, NewToken, Pending, Quota,
+    Spool, SpoolWriter, StoredUser, Token, UploadRow, UploadStore, Usage, UserInfo, UserSet,
 };
 use bytes::Bytes;
 use std::collections::HashSet;
@@ -222,17 +222,30 @@ impl MediaStore for MeteredMeta {
         &'a self,
         rows: Vec<NewMedia>,
         node: &'a str,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
-        timed(self.h(MetaOp::Insert), self.inner.insert(rows, node))
+        timed(self.h(MetaOp::Insert), self.inner.insert(rows, node, quota))
     }
-    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        timed(self.h(MetaOp::Get), self.inner.get(id))
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+    ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        timed(self.h(MetaOp::Get), self.inner.get(id, owner))
+    }
+    fn usage<'a>(&'a self, owner: &'a str) -> BoxFut<'a, Result<Usage, MetaError>> {
+        timed(self.h(MetaOp::Get), self.inner.usage(owner))
     }
     fn list(&self, q: ListQuery) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
         timed(self.h(MetaOp::List), self.inner.list(q))
     }
-    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h(MetaOp::Delete), self.inner.delete(id, node))
+    fn delete<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+        node: &'a str,
+    ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        timed(self.h(MetaOp::Delete), self.inner.delete(id, owner, node))
     }
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.all_ids())
@@ -240,11 +253,14 @@ impl MediaStore for MeteredMeta {
 }
 
 impl CredentialStore for MeteredMeta {
-    fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
-        timed(self.h(MetaOp::Admin), self.inner.token_add(digest, label))
+    fn token_add(&self, digest: [u8; 32], t: NewToken) -> BoxFut<'_, Result<Token, MetaError>> {
+        timed(self.h(MetaOp::Admin), self.inner.token_add(digest, t))
     }
-    fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
-        timed(self.h(MetaOp::Auth), self.inner.token_known(digest))
+    fn token_find(&self, digest: [u8; 32]) -> BoxFut<'_, Result<Option<Token>, MetaError>> {
+        timed(self.h(MetaOp::Auth), self.inner.token_find(digest))
+    }
+    fn token_used<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(self.h(MetaOp::Auth), self.inner.token_used(id))
     }
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.tokens())
@@ -257,11 +273,29 @@ impl CredentialStore for MeteredMeta {
         name: &'a str,
         hash: &'a str,
         mode: UserSet,
+        role: &'a str,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h(MetaOp::Admin), self.inner.user_set(name, hash, mode))
+        timed(
+            self.h(MetaOp::Admin),
+            self.inner.user_set(name, hash, mode, role),
+        )
     }
-    fn user_hash<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<String>, MetaError>> {
-        timed(self.h(MetaOp::Auth), self.inner.user_hash(name))
+    fn user_get<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<StoredUser>, MetaError>> {
+        timed(self.h(MetaOp::Auth), self.inner.user_get(name))
+    }
+    fn user_role<'a>(
+        &'a self,
+        name: &'a str,
+        role: &'a str,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h(MetaOp::Admin), self.inner.user_role(name, role))
+    }
+    fn user_quota<'a>(
+        &'a self,
+        name: &'a str,
+        quota: Quota,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(self.h(MetaOp::Admin), self.inner.user_quota(name, quota))
     }
     fn user_remove<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.user_remove(name))
@@ -355,8 +389,12 @@ impl UploadStore for MeteredMeta {
         &'a self,
         row: &'a UploadRow,
         media: Option<NewMedia>,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
-        timed(self.h(MetaOp::Upload), self.inner.upload_save(row, media))
+        timed(
+            self.h(MetaOp::Upload),
+            self.inner.upload_save(row, media, quota),
+        )
     }
     fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
         timed(self.h(MetaOp::Upload), self.inner.upload_remove(id, gen))
@@ -569,19 +607,20 @@ mod tests {
             Arc::new(SqliteMeta::open(&d.path().join("m.sqlite")).unwrap()),
             &stats,
         );
-        m.get("x").await.unwrap();
-        m.get("y").await.unwrap();
+        m.get("x", None).await.unwrap();
+        m.get("y", None).await.unwrap();
         // Not leased: the insert fails.
-        assert!(m.insert(vec![], "n").await.is_ok());
+        assert!(m.insert(vec![], "n", Default::default()).await.is_ok());
         let row = NewMedia {
             id: "z".into(),
+            owner: "admin".into(),
             field: None,
             filename: None,
             content_type: "t/t".into(),
             size: 0,
             sha256: String::new(),
         };
-        assert!(m.insert(vec![row], "n").await.is_err());
+        assert!(m.insert(vec![row], "n", Default::default()).await.is_err());
         let mut w = b.begin("a", Lease::detached("a")).await.unwrap();
         w.write(vec![Bytes::from_static(b"abc")]).await.unwrap();
         w.commit().await.unwrap();

@@ -248,6 +248,9 @@ pub struct Principal {
     pub everyone: bool,
     pub via: Via,
     pub rules: UploadRules,
+    /// What its items may hold together (resolved at authentication:
+    /// `crate::auth`).
+    pub quota: crate::store::Quota,
 }
 
 impl Principal {
@@ -259,6 +262,7 @@ impl Principal {
             everyone: role.everyone(),
             via: Via::User { role },
             rules: UploadRules::default(),
+            quota: Default::default(),
         }
     }
 
@@ -271,6 +275,7 @@ impl Principal {
             everyone: scopes.has(Scopes::ADMIN),
             via,
             rules,
+            quota: Default::default(),
         }
     }
 

@@ -86,16 +86,26 @@ pub fn base_url(config: &crate::Config, h: &http::HeaderMap) -> String {
 }
 
 /// The public view of a row; `url` is its link (`crate::links`), absolute.
-pub fn media_json(m: &MediaRecord, base: &str, links: &crate::links::Links) -> serde_json::Value {
+/// A media item as the API answers it. `url` is its link (a capability:
+/// whoever holds it reads the item), handed out only to a principal that
+/// may read the item (`readable`); null otherwise.
+pub fn media_json(
+    m: &MediaRecord,
+    base: &str,
+    links: &crate::links::Links,
+    readable: bool,
+) -> serde_json::Value {
+    let url = readable.then(|| format!("{base}{}", links.path(&m.id)));
     serde_json::json!({
         "id": m.id,
+        "owner": m.owner,
         "field": m.field,
         "filename": m.filename,
         "content_type": m.content_type,
         "size": m.size,
         "sha256": m.sha256,
         "created": m.created,
-        "url": format!("{base}{}", links.path(&m.id)),
+        "url": url,
     })
 }
 
@@ -106,11 +116,13 @@ pub fn created(
     h: &http::HeaderMap,
     records: &[MediaRecord],
     fields: Vec<(String, String)>,
+    who: &crate::principal::Principal,
 ) -> Response {
     let base = base_url(&state.config, h);
+    let readable = who.scopes.has(crate::principal::Scopes::READ);
     let media: Vec<_> = records
         .iter()
-        .map(|m| media_json(m, &base, &state.links))
+        .map(|m| media_json(m, &base, &state.links, readable))
         .collect();
     let fields: serde_json::Map<String, serde_json::Value> =
         fields.into_iter().map(|(k, v)| (k, v.into())).collect();

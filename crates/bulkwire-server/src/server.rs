@@ -143,15 +143,9 @@ impl Server {
         lease::heartbeat(meta.as_ref(), &node)
             .await
             .map_err(|e| io::Error::other(format!("metadata store: {e}")))?;
-        let (auth, new_token) = Auth::start(
-            meta.as_ref(),
-            &config.data,
-            &config.tokens,
-            &config.users,
-            &config.limits,
-        )
-        .await
-        .map_err(|e| io::Error::other(format!("credentials: {e}")))?;
+        let (auth, new_token) = Auth::start(meta.as_ref(), &config)
+            .await
+            .map_err(|e| io::Error::other(format!("credentials: {e}")))?;
         let l = &config.limits;
         if l.upload_reserve_for(blobs.upload_memory()) > l.memory_budget {
             tracing::warn!(
@@ -163,6 +157,9 @@ impl Server {
             .await
             .map_err(|e| io::Error::other(format!("metadata store: link key: {e}")))?;
         let state = Arc::new(AppState::new(config, auth, blobs, meta, node, link_key));
+        if let Some(jwt) = &state.auth.jwt {
+            state.metrics.attach_jwt(jwt.stats().clone());
+        }
         Ok(Server {
             state,
             listener,

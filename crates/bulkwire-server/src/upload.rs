@@ -37,6 +37,41 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
+/// 413 before the first byte when an upload of `bytes` (and `items` more
+/// items) would take the principal past its quota, as it stands now: the
+/// exact check is the commit's, in the transaction that inserts the rows.
+pub async fn check_quota(
+    state: &AppState,
+    who: &crate::principal::Principal,
+    bytes: Option<u64>,
+    items: u64,
+) -> Result<(), ApiError> {
+    let q = who.quota;
+    if q.bytes.is_none() && q.items.is_none() {
+        return Ok(());
+    }
+    let now = state.meta.usage(&who.name).await?;
+    let add = crate::store::Usage {
+        bytes: bytes.unwrap_or(0),
+        items,
+    };
+    let after = crate::store::Usage {
+        bytes: now.bytes.saturating_add(add.bytes),
+        items: now.items.saturating_add(add.items),
+    };
+    match q.exceeded(after, add) {
+        Some(o) => Err(ApiError::over_quota(&o)),
+        None => Ok(()),
+    }
+}
+
+/// The declared `Content-Length`, if any.
+pub fn declared_length(h: &HeaderMap) -> Option<u64> {
+    h.get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
 /// 413 at once when the declared `Content-Length` is over `limit`.
 pub fn check_declared_length(
     h: &HeaderMap,
@@ -303,6 +338,9 @@ pub struct FileSink {
     hashing: Option<HashLoop<Sha256>>,
     size: u64,
     limit: u64,
+    /// The limit's name in errors (`file_bytes`, or a JWT's
+    /// `bulkwire.max_bytes` when that is lower).
+    limit_name: &'static str,
     /// Chunks gathered for the next write, and their bytes.
     queue: Vec<Bytes>,
     queued: usize,
@@ -386,7 +424,16 @@ impl FileSink {
         }
         self.size += chunk.len() as u64;
         if self.size > self.limit {
-            return Err(ApiError::limit("file_bytes", self.limit));
+            return Err(match self.limit_name {
+                "file_bytes" => ApiError::limit("file_bytes", self.limit),
+                _ => crate::principal::UploadRules {
+                    max_bytes: Some(self.limit),
+                    ..Default::default()
+                }
+                .check_size(self.size)
+                .err()
+                .unwrap_or_else(|| ApiError::limit("file_bytes", self.limit)),
+            });
         }
         match &mut self.gather {
             Some(g) => self.queued += g.take(&chunk, &mut self.queue),
@@ -473,9 +520,11 @@ impl FileSink {
     }
 }
 
-/// One request's upload: its files and text fields, committed together.
+/// One request's upload: its files and text fields, committed together,
+/// owned by the request's principal and counted in its quota.
 pub struct Ingest {
     state: Arc<AppState>,
+    who: crate::principal::Principal,
     /// Files whose blobs are committed but whose rows are not yet.
     files: Vec<NewMedia>,
     fields: Vec<(String, String)>,
@@ -486,9 +535,10 @@ pub struct Ingest {
 }
 
 impl Ingest {
-    pub fn new(state: &Arc<AppState>) -> Ingest {
+    pub fn new(state: &Arc<AppState>, who: &crate::principal::Principal) -> Ingest {
         Ingest {
             state: state.clone(),
+            who: who.clone(),
             files: Vec::new(),
             fields: Vec::new(),
             field_bytes: 0,
@@ -513,6 +563,10 @@ impl Ingest {
         {
             return Err(ApiError::limit("filename_bytes", l.filename_bytes as u64));
         }
+        let content_type = clean_content_type(content_type);
+        if !unspecific(&content_type) {
+            self.who.rules.check_type(&content_type)?;
+        }
         let id = new_id();
         let st = &self.state;
         let lease = st.leases.take(&id).await?;
@@ -524,7 +578,10 @@ impl Ingest {
         self.leases.push(lease);
         // An aligned batch is `write_batch` in whole blocks.
         let gather = writer.takes_aligned().then(|| Gather::new(&st.batches));
-        let content_type = clean_content_type(content_type);
+        let (limit, limit_name) = match self.who.rules.max_bytes {
+            Some(m) if m < l.file_bytes => (m, "bulkwire.max_bytes"),
+            _ => (l.file_bytes, "file_bytes"),
+        };
         Ok(FileSink {
             head: unspecific(&content_type).then(Vec::new),
             batch: match gather {
@@ -535,12 +592,14 @@ impl Ingest {
             hasher: Some(Sha256::new()),
             hashing: None,
             size: 0,
-            limit: l.file_bytes,
+            limit,
+            limit_name,
             queue: Vec::new(),
             queued: 0,
             gather,
             media: NewMedia {
                 id,
+                owner: self.who.name.clone(),
                 field,
                 filename,
                 content_type,
@@ -558,6 +617,9 @@ impl Ingest {
         let mut media = sink.media;
         let head = sink.head.as_deref().unwrap_or_default();
         media.content_type = media_type(&media.content_type, head, media.filename.as_deref());
+        // A type told by the bytes is checked once they are there; the
+        // blob goes with its lease when this fails.
+        self.who.rules.check_type(&media.content_type)?;
         media.size = sink.size;
         media.sha256 = hex::encode(digest);
         // An interrupted commit's blob is its lease's to remove.
@@ -629,7 +691,12 @@ impl Ingest {
         let files = std::mem::take(&mut self.files);
         let n = files.len();
         let ids: std::collections::HashSet<String> = files.iter().map(|f| f.id.clone()).collect();
-        let records = self.state.meta.insert(files, &self.state.node).await?;
+        let quota = self.who.quota;
+        let records = self
+            .state
+            .meta
+            .insert(files, &self.state.node, quota)
+            .await?;
         // The insert ended these leases in its transaction. Files begun and
         // then dropped (an empty file input, an unreferenced attachment)
         // were not inserted: their leases drop unended and clean up.

@@ -112,6 +112,7 @@ async fn xmlrpc_login_on_a_server_without_users_names_bulkwire_user_add() {
         "erin",
         b"pw",
         bulkwire_server::store::UserSet::Create,
+        bulkwire_server::principal::Role::Author,
     )
     .await
     .unwrap();

@@ -261,7 +261,7 @@ async fn cursor_pages_go_through_50_items_in_both_orders_once_each() {
 }
 
 #[tokio::test]
-async fn me_names_the_signed_in_user_or_the_token_by_its_id_never_just_token() {
+async fn me_names_the_principal_never_just_token_with_scopes_usage_and_quota() {
     let h = start(Limits::default()).await;
     let me = |r: reqwest::RequestBuilder| async move {
         let r = r.send().await.unwrap();
@@ -270,14 +270,31 @@ async fn me_names_the_signed_in_user_or_the_token_by_its_id_never_just_token() {
         r.json::<Value>().await.unwrap()
     };
     let j = me(h.get("/v1/me")).await;
-    // The token's id is its SHA-256's first 16 hex digits; 8 are shown.
-    let want = format!("token {}", &sha256(TOKEN.as_bytes())[..8]);
-    assert_eq!(j, serde_json::json!({ "name": want }));
+    // A `--token` flag is the administrator: owner and scope `admin`.
+    assert_eq!(j["name"], "admin");
+    assert_eq!(j["scopes"], serde_json::json!(["admin"]));
+    assert_eq!(
+        (j["via"].as_str(), j["everyone"].as_bool()),
+        (Some("flag"), Some(true))
+    );
+    assert_eq!(j["usage"], serde_json::json!({"bytes": 0, "items": 0}));
+    assert_eq!(
+        j["quota"],
+        serde_json::json!({"bytes": null, "items": null})
+    );
+    h.put("a.bin", "application/octet-stream", vec![1; 10])
+        .await;
+    let j = me(h.get("/v1/me")).await;
+    assert_eq!(j["usage"], serde_json::json!({"bytes": 10, "items": 1}));
     let basic = h
         .http
         .get(h.url("/v1/me"))
         .basic_auth("alice", Some("wonder:land"));
-    assert_eq!(me(basic).await, serde_json::json!({"name": "alice"}));
+    let j = me(basic).await;
+    assert_eq!(
+        (j["name"].as_str(), j["role"].as_str()),
+        (Some("alice"), Some("admin"))
+    );
     for r in [
         h.http.get(h.url("/v1/me")),
         h.http.get(h.url("/v1/me")).bearer_auth("wrong"),

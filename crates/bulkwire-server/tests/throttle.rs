@@ -78,11 +78,15 @@ async fn metrics(h: &Harness) -> String {
 async fn guessing_over_xmlrpc_costs_at_most_login_failures_argon2_runs() {
     let h = start(Limits::default()).await;
     let meta = &h.srv.state.meta;
-    assert!(
-        bulkwire_server::auth::set_user(&**meta, NAME, PASSWORD.as_bytes(), UserSet::Create)
-            .await
-            .unwrap()
-    );
+    assert!(bulkwire_server::auth::set_user(
+        &**meta,
+        NAME,
+        PASSWORD.as_bytes(),
+        UserSet::Create,
+        bulkwire_server::principal::Role::Author
+    )
+    .await
+    .unwrap());
     let url = h.url("/xmlrpc.php");
     let attacker = client_from([127, 0, 0, 1]);
     let done = Arc::new(AtomicBool::new(false));

@@ -595,7 +595,11 @@ async fn leave_hash_at_start(h: &Harness, id: &str, fresh: &str, edit: impl FnOn
     st["sha256_behind"] = serde_json::json!({"at": 0, "state": initial["sha256"]});
     edit(&mut st);
     row.state = st.to_string();
-    assert!(meta.upload_save(&row, None).await.unwrap().is_some());
+    assert!(meta
+        .upload_save(&row, None, Default::default())
+        .await
+        .unwrap()
+        .is_some());
 }
 
 /// Waits until `id`'s row has the offset `HEAD` answers: on the embedded
@@ -643,7 +647,7 @@ async fn a_row_left_behind_its_answer_is_caught_up_from_the_spool_note() {
         .srv
         .state
         .meta
-        .upload_save(&row, None)
+        .upload_save(&row, None, Default::default())
         .await
         .unwrap()
         .is_some());

@@ -365,14 +365,11 @@ async fn library_newest_first_search_type_filter_signed_in_name_and_types_at_375
     println!("finding things in Chromium: {took:.1?} for the browser run");
     let f = &j["find"];
 
-    // Signed in with the token: its name is the token's id, not "token".
+    // Signed in with the token: its principal's name (a `--token` flag is
+    // the administrator), not "token".
     let who = j["who"].as_str().unwrap();
     assert_ne!(who, "token", "{j}");
-    assert_eq!(
-        who,
-        format!("token {}", &sha256(TOKEN.as_bytes())[..8]),
-        "{j}"
-    );
+    assert_eq!(who, "admin", "{j}");
 
     // Newest first, 24 to a page; the next page holds the oldest; back again.
     assert_eq!(in_order(&f["first"]), newest[..24], "{f}");
@@ -517,8 +514,9 @@ async fn upload_controls_pause_resume_cancel_and_refusal_in_headless_chromium() 
     let (out, took) = run_client(cmd, CLIENT_DEADLINE).await;
     let j = report(&out);
     println!("the controls in Chromium: {took:.1?} for the browser run");
+    // A `--user` is a user whose role is admin; the header says both.
     assert_eq!(
-        j["who"], "alice",
+        j["who"], "alice (admin)",
         "signed in with a user name and password: {j}"
     );
     let c = &j["controls"];

@@ -250,6 +250,7 @@ async fn introspection() {
         "metaWeblog.newMediaObject",
         "wp.getMediaItem",
         "wp.getMediaLibrary",
+        "wp.deletePost",
         "mt.supportedMethods",
         "system.listMethods",
         "system.methodHelp",

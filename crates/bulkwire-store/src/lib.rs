@@ -68,7 +68,8 @@ pub use lease::{Lease, Leases};
 pub use list::{ListQuery, Order, TypeFilter};
 pub use meta::{
     token_id, CredentialStore, LeaseStore, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore,
-    NewMedia, Pending, Token, UploadRow, UploadStore, UserInfo, UserSet,
+    NewMedia, NewToken, OverQuota, Pending, Quota, StoredUser, Token, UploadRow, UploadStore,
+    Usage, UserInfo, UserSet,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};

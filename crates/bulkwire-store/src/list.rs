@@ -83,6 +83,8 @@ pub struct ListQuery {
     /// wildcards). Rows without a file name never match.
     pub name: Option<String>,
     pub media_type: Option<TypeFilter>,
+    /// Only this owner's rows; `None` for every owner's.
+    pub owner: Option<String>,
 }
 
 impl ListQuery {
@@ -94,6 +96,7 @@ impl ListQuery {
             limit,
             name: None,
             media_type: None,
+            owner: None,
         }
     }
 
@@ -167,6 +170,9 @@ pub(crate) fn where_order_limit(q: &ListQuery, mark: char) -> (String, Vec<Arg>)
         args.push(a);
         sql.push_str(&format!(" AND {cond} {mark}{}", args.len()));
     };
+    if let Some(o) = &q.owner {
+        push(&mut sql, "owner =", Arg::Text(o.clone()));
+    }
     if let Some(t) = &q.media_type {
         push(&mut sql, "type_top =", Arg::Text(t.top().to_string()));
         if let TypeFilter::Exact(e) = t {

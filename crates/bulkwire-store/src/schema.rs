@@ -164,6 +164,51 @@ pub(crate) const STEPS: &[Step] = &[
     CREATE INDEX IF NOT EXISTS media_type_top ON media (type_top, seq);",
         backfill: Some(Backfill::ListKeys),
     },
+    // 6: owners. Every row of before was made by a credential that could
+    // reach everything: its owner is `admin`, as are users and tokens of
+    // before (a role or scopes narrow them later). Usage per owner, for
+    // quotas checked in the transaction that commits a row. PostgreSQL's
+    // `IF NOT EXISTS` and `ON CONFLICT` let the step run again.
+    Step {
+        sqlite: "ALTER TABLE media ADD COLUMN owner TEXT NOT NULL DEFAULT 'admin';
+    CREATE INDEX IF NOT EXISTS media_owner ON media (owner, seq);
+    UPDATE uploads SET owner = 'admin';
+    ALTER TABLE users ADD COLUMN role TEXT NOT NULL DEFAULT 'admin';
+    ALTER TABLE users ADD COLUMN quota_bytes INTEGER;
+    ALTER TABLE users ADD COLUMN quota_items INTEGER;
+    ALTER TABLE tokens ADD COLUMN owner TEXT NOT NULL DEFAULT 'admin';
+    ALTER TABLE tokens ADD COLUMN scopes TEXT NOT NULL DEFAULT 'admin';
+    ALTER TABLE tokens ADD COLUMN expires INTEGER;
+    ALTER TABLE tokens ADD COLUMN last_used INTEGER;
+    CREATE TABLE IF NOT EXISTS usage (
+        owner TEXT PRIMARY KEY,
+        bytes INTEGER NOT NULL,
+        items INTEGER NOT NULL
+    );
+    INSERT OR IGNORE INTO usage (owner, bytes, items)
+        SELECT owner, COALESCE(SUM(size), 0), COUNT(*) FROM media GROUP BY owner;",
+        postgres: "ALTER TABLE media ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT 'admin';
+    CREATE INDEX IF NOT EXISTS media_owner ON media (owner, seq);
+    UPDATE uploads SET owner = 'admin';
+    ALTER TABLE users
+        ADD COLUMN IF NOT EXISTS role TEXT NOT NULL DEFAULT 'admin',
+        ADD COLUMN IF NOT EXISTS quota_bytes BIGINT,
+        ADD COLUMN IF NOT EXISTS quota_items BIGINT;
+    ALTER TABLE tokens
+        ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT 'admin',
+        ADD COLUMN IF NOT EXISTS scopes TEXT NOT NULL DEFAULT 'admin',
+        ADD COLUMN IF NOT EXISTS expires TIMESTAMPTZ,
+        ADD COLUMN IF NOT EXISTS last_used TIMESTAMPTZ;
+    CREATE TABLE IF NOT EXISTS usage (
+        owner TEXT PRIMARY KEY,
+        bytes BIGINT NOT NULL CHECK (bytes >= 0),
+        items BIGINT NOT NULL CHECK (items >= 0)
+    );
+    INSERT INTO usage (owner, bytes, items)
+        SELECT owner, COALESCE(SUM(size), 0), COUNT(*) FROM media GROUP BY owner
+        ON CONFLICT (owner) DO NOTHING;",
+        backfill: None,
+    },
 ];
 
 /// The schema version this build writes, on every backend.

@@ -48,6 +48,7 @@ async fn raw(url: &str) -> tokio_postgres::Client {
 fn row(id: &str) -> NewMedia {
     NewMedia {
         id: id.into(),
+        owner: "admin".into(),
         field: None,
         filename: Some("a.txt".into()),
         content_type: "text/plain".into(),
@@ -130,7 +131,7 @@ fn rows_of_before_the_listing_keys_are_found_by_name_and_type() {
         drop(connect(&url).await);
         let c = raw(&url).await;
         c.batch_execute(
-            "DELETE FROM schema_version WHERE version = 5;
+            "DELETE FROM schema_version WHERE version >= 5;
              DROP INDEX media_type_top;
              ALTER TABLE media DROP COLUMN name_fold, DROP COLUMN type_key, DROP COLUMN type_top;
              INSERT INTO media (id, filename, content_type, size, sha256)
@@ -154,8 +155,8 @@ fn rows_of_before_the_listing_keys_are_found_by_name_and_type() {
         };
         let found: Vec<String> = m.list(q).await.unwrap().into_iter().map(|r| r.id).collect();
         assert_eq!(found, ["old-png", "old-none"]);
-        // The step again, on the columns it added: nothing changes.
-        c.batch_execute("DELETE FROM schema_version WHERE version = 5")
+        // The steps again, on the columns they added: nothing changes.
+        c.batch_execute("DELETE FROM schema_version WHERE version >= 5")
             .await
             .unwrap();
         let m = connect(&url).await;
@@ -197,12 +198,16 @@ fn a_failed_connect_names_the_server_never_the_password() {
 async fn all_fail(m: &PgMeta, id: &str) {
     let calls: Vec<(&str, bulkwire_store::BoxFut<'_, Result<(), _>>)> = vec![
         ("ready", m.ready()),
-        ("get", Box::pin(async { m.get(id).await.map(drop) })),
+        ("get", Box::pin(async { m.get(id, None).await.map(drop) })),
         ("heartbeat", m.heartbeat("n")),
         ("lease", m.lease("x", "n")),
         (
             "insert",
-            Box::pin(async { m.insert(vec![row(id)], "n").await.map(drop) }),
+            Box::pin(async {
+                m.insert(vec![row(id)], "n", bulkwire_store::Quota::default())
+                    .await
+                    .map(drop)
+            }),
         ),
     ];
     for (name, call) in calls {
@@ -228,7 +233,9 @@ fn an_outage_fails_requests_and_the_pool_recovers() {
     let id = new_id();
     rt.block_on(async {
         m.lease(&id, "n").await.unwrap();
-        m.insert(vec![row(&id)], "n").await.unwrap();
+        m.insert(vec![row(&id)], "n", bulkwire_store::Quota::default())
+            .await
+            .unwrap();
         // Several connections in the pool, all of which the outage kills.
         let busy = (0..4).map(|_| m.ready());
         for r in futures_util::future::join_all(busy).await {
@@ -241,7 +248,7 @@ fn an_outage_fails_requests_and_the_pool_recovers() {
     // The same store, no reconnect by hand: dead connections are replaced.
     rt.block_on(async {
         m.ready().await.unwrap();
-        assert_eq!(m.get(&id).await.unwrap().unwrap().id, id);
+        assert_eq!(m.get(&id, None).await.unwrap().unwrap().id, id);
         m.heartbeat("n").await.unwrap();
     });
 }

@@ -107,6 +107,16 @@ impl Postgres {
 
     /// Runs one SQL command with `psql` and returns its unaligned, tuples-only output.
     pub fn psql(&self, database: &str, sql: &str) -> Result<String, String> {
+        self.psql_args(database, &["-c", sql])
+    }
+
+    /// Runs a file of SQL (a `pg_dump`, with its `COPY … FROM stdin` blocks) with `psql`.
+    pub fn psql_file(&self, database: &str, file: &std::path::Path) -> Result<String, String> {
+        let f = file.to_str().ok_or("a file name that is not UTF-8")?;
+        self.psql_args(database, &["-f", f])
+    }
+
+    fn psql_args(&self, database: &str, last: &[&str]) -> Result<String, String> {
         run(Command::new(self.bin.join("psql"))
             .args([
                 "-X",
@@ -119,15 +129,8 @@ impl Postgres {
                 "127.0.0.1",
                 "-U",
             ])
-            .args([
-                "postgres",
-                "-p",
-                &self.port.to_string(),
-                "-d",
-                database,
-                "-c",
-                sql,
-            ]))
+            .args(["postgres", "-p", &self.port.to_string(), "-d", database])
+            .args(last))
     }
 
     /// Fast shutdown (SIGINT): clients are disconnected and the server exits cleanly, so a

@@ -12,9 +12,12 @@
 use super::finish_upload;
 use crate::admission::admit;
 use crate::error::{ApiError, Kind};
+use crate::principal::Principal;
 use crate::response::{self, Response};
 use crate::state::AppState;
-use crate::upload::{check_declared_length, BodyReader, FileSink, Ingest};
+use crate::upload::{
+    check_declared_length, check_quota, declared_length, BodyReader, FileSink, Ingest,
+};
 use bulkwire_multipart::{ContentType, Event, Parser, PartInfo, Subtype};
 use bytes::Bytes;
 use http::{HeaderMap, Request};
@@ -25,10 +28,10 @@ use std::sync::Arc;
 const FORMAT: &str = "multipart";
 
 /// Handles the request; never fails (errors become responses).
-pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
+pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>, who: &Principal) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let result = run(state, &parts.headers, &mut reader).await;
+    let result = run(state, &parts.headers, &mut reader, who).await;
     finish_upload(state, FORMAT, &reader, result)
 }
 
@@ -92,13 +95,18 @@ async fn run(
     state: &Arc<AppState>,
     headers: &HeaderMap,
     reader: &mut BodyReader,
+    who: &Principal,
 ) -> Result<Response, ApiError> {
     let limits = &state.config.limits;
     let boundary = form_boundary(headers)?;
     check_declared_length(headers, "body_bytes", limits.body_bytes)?;
+    // A body holds its files and a little more: what it declares bounds
+    // them before the first byte.
+    let declared = declared_length(headers);
+    check_quota(state, who, declared, 1).await?;
     let _admission = admit(state, reader.progress(), 0).await?;
     let mut parser = Parser::new(boundary.as_bytes(), Subtype::FormData, limits.multipart())?;
-    let mut ingest = Ingest::new(state);
+    let mut ingest = Ingest::new(state, who);
     let mut cur = Current::None;
     let mut capacity = parser.buffer_capacity();
     loop {
@@ -122,7 +130,7 @@ async fn run(
         return Err(no_file(ingest.fields()));
     }
     let (records, fields) = ingest.commit().await?;
-    Ok(response::created(state, headers, &records, fields))
+    Ok(response::created(state, headers, &records, fields, who))
 }
 
 /// A form without a file part stored nothing, which a 201 with an empty

@@ -10,6 +10,7 @@
 //! cannot run script in the server's origin.
 
 use crate::error::{ApiError, Kind};
+use crate::principal::Principal;
 use crate::response::{self, empty, Response};
 use crate::state::AppState;
 use crate::store::{is_id, BlobStream, ListQuery, MediaRecord, Order, TypeFilter};
@@ -23,12 +24,15 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-async fn find(state: &AppState, id: &str) -> Result<MediaRecord, ApiError> {
+/// The item `id`, if it exists for `owner` (`None`: every owner's):
+/// another owner's item answers exactly as a missing one (404), never 403,
+/// which would tell that the id exists.
+async fn find(state: &AppState, id: &str, owner: Option<&str>) -> Result<MediaRecord, ApiError> {
     let not_found = || ApiError::new(Kind::NotFound, "no such media");
     if !is_id(id) {
         return Err(not_found());
     }
-    state.meta.get(id).await?.ok_or_else(not_found)
+    state.meta.get(id, owner).await?.ok_or_else(not_found)
 }
 
 /// `GET` or `HEAD` one blob.
@@ -37,8 +41,9 @@ pub async fn download(
     method: &Method,
     id: &str,
     h: &HeaderMap,
+    owner: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let m = find(state, id).await?;
+    let m = find(state, id, owner).await?;
     let etag = format!("\"{}\"", m.sha256);
     if none_match(h, &etag) {
         let mut r = Response::new(empty());
@@ -275,10 +280,16 @@ pub const QUERY_MAX_BYTES: usize = 256;
 /// for the following page, `null` on the last.
 pub async fn list(
     state: &Arc<AppState>,
+    who: &Principal,
     h: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let q = list_query(query.unwrap_or(""), state.config.limits.list_limit)?;
+    let mut q = list_query(query.unwrap_or(""), state.config.limits.list_limit)?;
+    // Without every owner in reach, only one's own; with it, `owner=`
+    // narrows to one.
+    if let Some(own) = who.owner() {
+        q.owner = Some(own.to_string());
+    }
     let (order, limit) = (q.order, q.limit);
     // One row more than the page: `next` only when there is one.
     let mut rows = state
@@ -295,7 +306,7 @@ pub async fn list(
     let base = response::base_url(&state.config, h);
     let media: Vec<_> = rows
         .iter()
-        .map(|m| response::media_json(m, &base, &state.links))
+        .map(|m| response::media_json(m, &base, &state.links, true))
         .collect();
     Ok(response::json(
         StatusCode::OK,
@@ -341,6 +352,7 @@ fn list_query(query: &str, max: usize) -> Result<ListQuery, ApiError> {
                 })
             }
             "q" => q.name = Some(query_value("q", v)?).filter(|t| !t.is_empty()),
+            "owner" => q.owner = Some(query_value("owner", v)?).filter(|t| !t.is_empty()),
             "type" => {
                 let t = query_value("type", v)?;
                 if !t.is_empty() {
@@ -434,11 +446,20 @@ fn query_value(key: &str, v: &str) -> Result<String, ApiError> {
 /// `DELETE /v1/media/{id}`: the row goes and a lease on the id appears in
 /// one transaction, then the blob goes, then the lease; a crash between
 /// leaves the lease, and the janitor removes the blob.
-pub async fn delete(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
-    let m = find(state, id).await?;
-    if !state.meta.delete(&m.id, &state.node).await? {
-        return Err(ApiError::new(Kind::NotFound, "no such media"));
+pub async fn delete(
+    state: &Arc<AppState>,
+    id: &str,
+    who: &Principal,
+) -> Result<Response, ApiError> {
+    let not_found = || ApiError::new(Kind::NotFound, "no such media");
+    if !is_id(id) {
+        return Err(not_found());
     }
+    let m = state
+        .meta
+        .delete(id, who.owner(), &state.node)
+        .await?
+        .ok_or_else(not_found)?;
     match state.blobs.delete(&m.id).await {
         Ok(()) => {
             if let Err(e) = state.meta.release(&m.id, &state.node).await {
@@ -572,6 +593,7 @@ mod tests {
         let mut m = MediaRecord {
             seq: 1,
             id: "x".into(),
+            owner: "admin".into(),
             field: None,
             filename: Some("a \"b\"é.svg".into()),
             content_type: "image/svg+xml".into(),

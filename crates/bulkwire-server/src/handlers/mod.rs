@@ -32,6 +32,7 @@ use crate::access;
 use crate::conns::{Busy, ConnHandle};
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
+use crate::principal::{Principal, Scopes};
 use crate::response::{self, Response};
 use crate::state::AppState;
 use crate::upload::BodyReader;
@@ -202,7 +203,9 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
                 let e = ApiError::method_not_allowed(m, "GET, HEAD");
                 reject(state, req, e)
             }
-            Ok(who) => me::answer(&who),
+            Ok(who) => me::answer(state, &who)
+                .await
+                .unwrap_or_else(|e| reject(state, req, e)),
             Err(e) => reject(state, req, e),
         };
     }
@@ -221,29 +224,36 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         let id = id.to_string();
         return link_download(state, req, &id).await;
     }
-    if let Err(e) = identify(state, &req).await {
-        return reject(state, req, e);
-    }
+    let who = match identify(state, &req).await {
+        Ok(p) => p,
+        Err(e) => return reject(state, req, e),
+    };
     let rest = rest.to_string();
-    let r = media_route(state, req, &rest).await;
+    let r = media_route(state, req, &rest, &who).await;
     r.unwrap_or_else(|e| {
         state.metrics.rejected(e.reason());
         response::error(&e, false)
     })
 }
 
-/// Who the request's `Authorization` names (see [`crate::Auth::identify`]);
-/// 401 when nobody, or the store's error when it cannot say.
-async fn identify(state: &Arc<AppState>, req: &Request<Incoming>) -> Result<String, ApiError> {
+/// Who the request's `Authorization` names (see [`crate::Auth`]), also
+/// for its access line; 401 when nobody, or the store's error when it
+/// cannot say.
+pub(crate) async fn identify(
+    state: &Arc<AppState>,
+    req: &Request<Incoming>,
+) -> Result<Principal, ApiError> {
     let auth = req.headers().get(http::header::AUTHORIZATION);
-    state
+    let p = state
         .auth
         .authenticate(
             &*state.meta,
             auth.map(|v| v.as_bytes()),
             crate::access::client(req.extensions()),
         )
-        .await
+        .await?;
+    crate::access::set_principal(req.extensions(), &p.name);
+    Ok(p)
 }
 
 /// `GET`/`HEAD /v1/media/{id}?[exp=…&]sig=…`: 403 for a bad or expired
@@ -253,7 +263,9 @@ async fn link_download(state: &Arc<AppState>, req: Request<Incoming>, id: &str) 
     let query = req.uri().query().unwrap_or("");
     let verdict = state.links.verify(id, query);
     let r = match verdict {
-        Ok(()) => media::download(state, req.method(), id, req.headers()).await,
+        // A link is a capability: whoever holds it reads the item, whoever
+        // owns it.
+        Ok(()) => media::download(state, req.method(), id, req.headers(), None).await,
         Err(crate::links::Refused::Bad) => Err(ApiError::new(Kind::Forbidden, "invalid link")),
         Err(crate::links::Refused::Expired) => Err(ApiError::new(Kind::Forbidden, "expired link")),
     };
@@ -265,20 +277,29 @@ async fn media_route(
     state: &Arc<AppState>,
     req: Request<Incoming>,
     rest: &str,
+    who: &Principal,
 ) -> Result<Response, ApiError> {
     let m = req.method().clone();
     let tail = rest.strip_prefix('/').unwrap_or("");
+    let scope = match m {
+        Method::POST | Method::PUT => Scopes::UPLOAD,
+        Method::DELETE => Scopes::DELETE,
+        _ => Scopes::READ,
+    };
+    if let Err(e) = who.require(scope) {
+        return Ok(reject(state, req, e));
+    }
     match (m, rest.is_empty()) {
-        (Method::POST, true) => Ok(form::upload(state, req).await),
+        (Method::POST, true) => Ok(form::upload(state, req, who).await),
         // HEAD: the same answer, whose body hyper does not send.
         (Method::GET | Method::HEAD, true) => {
-            media::list(state, req.headers(), req.uri().query()).await
+            media::list(state, who, req.headers(), req.uri().query()).await
         }
-        (Method::PUT, false) => Ok(raw::upload(state, tail, req).await),
+        (Method::PUT, false) => Ok(raw::upload(state, tail, req, who).await),
         (m @ (Method::GET | Method::HEAD), false) => {
-            media::download(state, &m, tail, req.headers()).await
+            media::download(state, &m, tail, req.headers(), who.owner()).await
         }
-        (Method::DELETE, false) => media::delete(state, tail).await,
+        (Method::DELETE, false) => media::delete(state, tail, who).await,
         (m, collection) => {
             let allow = match collection {
                 true => "GET, HEAD, POST",

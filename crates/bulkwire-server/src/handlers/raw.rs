@@ -5,19 +5,25 @@
 use super::finish_upload;
 use crate::admission::admit;
 use crate::error::{ApiError, Kind};
+use crate::principal::Principal;
 use crate::response::{self, Response};
 use crate::state::AppState;
-use crate::upload::{check_declared_length, BodyReader, Ingest};
+use crate::upload::{check_declared_length, check_quota, declared_length, BodyReader, Ingest};
 use http::{HeaderMap, Request};
 use hyper::body::Incoming;
 use std::sync::Arc;
 
 const FORMAT: &str = "raw";
 
-pub async fn upload(state: &Arc<AppState>, name: &str, req: Request<Incoming>) -> Response {
+pub async fn upload(
+    state: &Arc<AppState>,
+    name: &str,
+    req: Request<Incoming>,
+    who: &Principal,
+) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let result = run(state, name, &parts.headers, &mut reader).await;
+    let result = run(state, name, &parts.headers, &mut reader, who).await;
     finish_upload(state, FORMAT, &reader, result)
 }
 
@@ -26,16 +32,22 @@ async fn run(
     name: &str,
     headers: &HeaderMap,
     reader: &mut BodyReader,
+    who: &Principal,
 ) -> Result<Response, ApiError> {
     let limits = &state.config.limits;
     let name = percent_decode(name)?;
     check_declared_length(headers, "body_bytes", limits.body_bytes)?;
     check_declared_length(headers, "file_bytes", limits.file_bytes)?;
+    let declared = declared_length(headers);
+    if let Some(n) = declared {
+        who.rules.check_size(n)?;
+    }
+    check_quota(state, who, declared, 1).await?;
     let ct = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let _admission = admit(state, reader.progress(), 0).await?;
-    let mut ingest = Ingest::new(state);
+    let mut ingest = Ingest::new(state, who);
     let mut sink = ingest.begin_file(None, Some(name), ct).await?;
     while let Some(chunk) = reader.next().await? {
         sink.push(chunk)?;
@@ -43,7 +55,7 @@ async fn run(
     }
     ingest.finish_file(sink).await?;
     let (records, fields) = ingest.commit().await?;
-    Ok(response::created(state, headers, &records, fields))
+    Ok(response::created(state, headers, &records, fields, who))
 }
 
 /// Decodes `%XX` escapes; the result must be non-empty UTF-8 without

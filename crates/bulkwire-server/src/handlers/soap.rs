@@ -30,9 +30,12 @@ pub mod xml;
 use crate::admission::admit;
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
+use crate::principal::{Principal, Scopes};
 use crate::response::{self, Response};
 use crate::state::AppState;
-use crate::upload::{check_declared_length, BodyReader, FileSink, Ingest};
+use crate::upload::{
+    check_declared_length, check_quota, declared_length, BodyReader, FileSink, Ingest,
+};
 use bulkwire_xop::{LimitKind, Message, Parser, Select, SoapVersion};
 use bytes::Bytes;
 use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
@@ -141,12 +144,17 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
             auth.map(|v| v.as_bytes()),
             crate::access::client(&parts.extensions),
         )
-        .await;
-    if let Err(e) = allowed {
-        state.metrics.rejected(e.reason());
-        return fault_response(version, &e, !reader.is_done());
-    }
-    let result = run(state, &ct, &parts.headers, &mut reader).await;
+        .await
+        .and_then(|who| who.require(Scopes::UPLOAD).map(|()| who));
+    let who = match allowed {
+        Ok(who) => who,
+        Err(e) => {
+            state.metrics.rejected(e.reason());
+            return fault_response(version, &e, !reader.is_done());
+        }
+    };
+    crate::access::set_principal(&parts.extensions, &who.name);
+    let result = run(state, &ct, &parts.headers, &mut reader, &who).await;
     finish(state, version, &reader, result)
 }
 
@@ -169,14 +177,16 @@ async fn run(
     ct: &str,
     headers: &HeaderMap,
     reader: &mut BodyReader,
+    who: &Principal,
 ) -> Result<(SoapVersion, Uploaded), ApiError> {
     let limits = &state.config.limits;
     check_declared_length(headers, "body_bytes", limits.body_bytes)?;
+    check_quota(state, who, declared_length(headers), 1).await?;
     let xop = xop_limits(limits);
     let _admission = admit(state, reader.progress(), extra_reserve(&xop)).await?;
     let staging = Staging::new(limits.soap_early_attachments);
     let mut parser = Parser::new(ct, select(), xop, staging).map_err(codec_error)?;
-    let mut ingest = Ingest::new(state);
+    let mut ingest = Ingest::new(state, who);
     let mut files = Files::default();
     loop {
         let chunk = reader.next().await?;

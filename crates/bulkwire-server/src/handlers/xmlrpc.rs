@@ -36,6 +36,7 @@ use crate::admission::{admit, Admission, Progress};
 use crate::conns::{ConnHandle, Unauthenticated};
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
+use crate::principal::Scopes;
 use crate::response::{self, Response};
 use crate::state::AppState;
 use crate::upload::{check_declared_length, BodyReader, FileSink, Ingest};
@@ -257,6 +258,7 @@ pub async fn call(
         state,
         base: &base,
         client: crate::access::client(&parts.extensions),
+        extensions: &parts.extensions,
     };
     // Until its login is checked, the call holds nothing worth keeping its
     // connection for at the connection cap (see `crate::conns`).
@@ -269,7 +271,7 @@ pub async fn call(
         admitted: None,
         progress: reader.progress().clone(),
         fed: 0,
-        ingest: Ingest::new(state),
+        ingest: None,
         file: None,
     };
     let result = call.run(&parts.headers, &mut reader).await;
@@ -292,7 +294,8 @@ struct Call<'a> {
     progress: Arc<Progress>,
     /// Body bytes fed to the parser.
     fed: u64,
-    ingest: Ingest,
+    /// The upload, once the login named its owner.
+    ingest: Option<Ingest>,
     file: Option<FileSink>,
 }
 
@@ -405,7 +408,12 @@ impl Call<'_> {
         }
         let upload = self.method.is_some_and(Info::is_upload);
         if upload && !self.logged_in && parser.params().len() >= 3 {
-            methods::login(&self.ctx, parser.params()).await?;
+            let who = methods::login(&self.ctx, parser.params(), Scopes::UPLOAD).await?;
+            // The call's length is its base64 and XML, not the file's: only
+            // the items can be checked before the bits (the commit checks
+            // both exactly).
+            crate::upload::check_quota(self.ctx.state, &who, None, 1).await?;
+            self.ingest = Some(Ingest::new(self.ctx.state, &who));
             self.logged_in = true;
             self.unauthenticated = None;
             return Ok(true);
@@ -425,10 +433,8 @@ impl Call<'_> {
             return Ok(());
         }
         if self.file.is_none() {
-            let f = self
-                .ingest
-                .begin_file(Some("bits".into()), None, None)
-                .await?;
+            let ingest = self.ingest.as_mut().ok_or_else(not_logged_in)?;
+            let f = ingest.begin_file(Some("bits".into()), None, None).await?;
             self.file = Some(f);
         }
         if staging.buf.is_empty() {
@@ -452,7 +458,7 @@ impl Call<'_> {
         }
         // Checked in `gate` before the bits; again here so that the commit
         // never depends on that ordering alone.
-        methods::login(&self.ctx, params).await?;
+        methods::login(&self.ctx, params, Scopes::UPLOAD).await?;
         let data = &params[3];
         let name = data.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() {
@@ -467,10 +473,9 @@ impl Call<'_> {
             Some(_) => return Err(bad("data.type must be a string")),
         };
         let mut file = self.file.take().ok_or_else(|| bad("data.bits missing"))?;
-        self.ingest
-            .describe_file(&mut file, Some(name.to_string()), ct)?;
-        self.ingest.finish_file(file).await?;
-        let ingest = std::mem::replace(&mut self.ingest, Ingest::new(self.ctx.state));
+        let mut ingest = self.ingest.take().ok_or_else(not_logged_in)?;
+        ingest.describe_file(&mut file, Some(name.to_string()), ct)?;
+        ingest.finish_file(file).await?;
         let (records, _) = ingest.commit().await?;
         let m = records.first().ok_or_else(|| ApiError::storage("no row"))?;
         Ok(methods::media_struct(
@@ -479,6 +484,12 @@ impl Call<'_> {
             &self.ctx.state.links,
         ))
     }
+}
+
+/// Bits before the login passed: `gate` refuses them first, so this is a
+/// guard, not a path.
+fn not_logged_in() -> Failure {
+    methods::invalid_params("a base64 value is accepted only after the login").into()
 }
 
 /// `http://host` when the `Host` header is a plain host\[:port\].

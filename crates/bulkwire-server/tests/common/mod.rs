@@ -6,9 +6,9 @@ pub mod clients;
 
 use bulkwire_server::store::{
     BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, FsBlobStore, Lease, LeaseStore,
-    ListQuery, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, Pending, PgMeta,
-    S3BlobStore, S3Config, Spool, SpoolWriter, SqliteMeta, Token, UploadRow, UploadStore, UserInfo,
-    UserSet,
+    ListQuery, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, NewToken,
+    Pending, PgMeta, Quota, S3BlobStore, S3Config, Spool, SpoolWriter, SqliteMeta, StoredUser,
+    Token, UploadRow, UploadStore, Usage, UserInfo, UserSet,
 };
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
@@ -321,20 +321,33 @@ impl MediaStore for FailingMeta {
         &'a self,
         rows: Vec<NewMedia>,
         node: &'a str,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
         match &self.insert {
             Some(e) => fail(e),
-            None => self.inner.insert(rows, node),
+            None => self.inner.insert(rows, node, quota),
         }
     }
-    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        self.inner.get(id)
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+    ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        self.inner.get(id, owner)
+    }
+    fn usage<'a>(&'a self, owner: &'a str) -> BoxFut<'a, Result<Usage, MetaError>> {
+        self.inner.usage(owner)
     }
     fn list(&self, q: ListQuery) -> BoxFut<'_, Result<Vec<MediaRecord>, MetaError>> {
         self.inner.list(q)
     }
-    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.delete(id, node)
+    fn delete<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+        node: &'a str,
+    ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        self.inner.delete(id, owner, node)
     }
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.inner.all_ids()
@@ -342,11 +355,14 @@ impl MediaStore for FailingMeta {
 }
 
 impl CredentialStore for FailingMeta {
-    fn token_add(&self, digest: [u8; 32], label: String) -> BoxFut<'_, Result<Token, MetaError>> {
-        self.inner.token_add(digest, label)
+    fn token_add(&self, digest: [u8; 32], t: NewToken) -> BoxFut<'_, Result<Token, MetaError>> {
+        self.inner.token_add(digest, t)
     }
-    fn token_known(&self, digest: [u8; 32]) -> BoxFut<'_, Result<bool, MetaError>> {
-        self.inner.token_known(digest)
+    fn token_find(&self, digest: [u8; 32]) -> BoxFut<'_, Result<Option<Token>, MetaError>> {
+        self.inner.token_find(digest)
+    }
+    fn token_used<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.token_used(id)
     }
     fn tokens(&self) -> BoxFut<'_, Result<Vec<Token>, MetaError>> {
         self.inner.tokens()
@@ -359,11 +375,26 @@ impl CredentialStore for FailingMeta {
         name: &'a str,
         hash: &'a str,
         mode: UserSet,
+        role: &'a str,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.user_set(name, hash, mode)
+        self.inner.user_set(name, hash, mode, role)
     }
-    fn user_hash<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<String>, MetaError>> {
-        self.inner.user_hash(name)
+    fn user_get<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<Option<StoredUser>, MetaError>> {
+        self.inner.user_get(name)
+    }
+    fn user_role<'a>(
+        &'a self,
+        name: &'a str,
+        role: &'a str,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.user_role(name, role)
+    }
+    fn user_quota<'a>(
+        &'a self,
+        name: &'a str,
+        quota: Quota,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.user_quota(name, quota)
     }
     fn user_remove<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
         self.inner.user_remove(name)
@@ -448,8 +479,9 @@ impl UploadStore for FailingMeta {
         &'a self,
         row: &'a UploadRow,
         media: Option<NewMedia>,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
-        self.inner.upload_save(row, media)
+        self.inner.upload_save(row, media, quota)
     }
     fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
         self.inner.upload_remove(id, gen)

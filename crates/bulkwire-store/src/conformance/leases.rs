@@ -39,7 +39,10 @@ async fn claims(m: &dyn MetaStore) {
     assert_eq!(theirs_claimed.handle.as_deref(), Some("upload-1"));
     assert!(!got.iter().any(|p| p.id == mine), "a live node's lease");
     // Claimed: the dead node can no longer commit it.
-    assert!(m.insert(vec![row(&theirs)], &dead).await.is_err());
+    assert!(m
+        .insert(vec![row(&theirs)], &dead, crate::Quota::default())
+        .await
+        .is_err());
     // Another janitor does not get it again; the claimer does (a retry).
     let k = janitor_id(&new_id());
     let again = m
@@ -55,13 +58,18 @@ async fn claims(m: &dyn MetaStore) {
     for p in retry {
         m.release(&p.id, &j).await.unwrap();
     }
-    m.insert(vec![row(&mine)], &live).await.unwrap();
+    m.insert(vec![row(&mine)], &live, crate::Quota::default())
+        .await
+        .unwrap();
     // A moved lease is no longer its node's: that node cannot commit.
     let x = new_id();
     m.lease(&x, &live).await.unwrap();
     assert!(m.lease_move(&x, &live, &j).await.unwrap());
     assert!(!m.lease_move(&x, &live, &j).await.unwrap(), "moved already");
-    assert!(m.insert(vec![row(&x)], &live).await.is_err());
+    assert!(m
+        .insert(vec![row(&x)], &live, crate::Quota::default())
+        .await
+        .is_err());
     m.release(&x, &j).await.unwrap();
     assert!(!m.lease_move(&x, &j, &live).await.unwrap(), "released");
     // A batch limit is honoured.
@@ -108,7 +116,9 @@ pub async fn janitor(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {
     };
     assert!(!lost_left, "the dead node's blob is gone");
     // The live node can still commit its upload.
-    m.insert(vec![row(&kept)], &live).await.unwrap();
+    m.insert(vec![row(&kept)], &live, crate::Quota::default())
+        .await
+        .unwrap();
     dropped_leases(m, b).await;
 }
 
@@ -123,7 +133,9 @@ async fn dropped_leases(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {
         let lease = leases.take(id).await.unwrap();
         write_blob(&*b, lease.clone(), b"data", 4).await;
         if id == &committed {
-            m.insert(vec![row(id)], &node).await.unwrap();
+            m.insert(vec![row(id)], &node, crate::Quota::default())
+                .await
+                .unwrap();
         }
         drop(lease);
     }
@@ -149,5 +161,5 @@ async fn dropped_leases(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {
         b"data",
         "a committed row's blob"
     );
-    assert!(m.get(&committed).await.unwrap().is_some());
+    assert!(m.get(&committed, None).await.unwrap().is_some());
 }

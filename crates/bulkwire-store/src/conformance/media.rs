@@ -14,9 +14,13 @@ async fn leased_insert(m: &dyn MetaStore, ids: &[&str], node: &str) -> Vec<Media
     for id in ids {
         m.lease(id, node).await.unwrap();
     }
-    m.insert(ids.iter().map(|i| row(i)).collect(), node)
-        .await
-        .unwrap()
+    m.insert(
+        ids.iter().map(|i| row(i)).collect(),
+        node,
+        crate::Quota::default(),
+    )
+    .await
+    .unwrap()
 }
 
 async fn rows(m: &dyn MetaStore) {
@@ -24,17 +28,17 @@ async fn rows(m: &dyn MetaStore) {
     let (a, b, c) = (new_id(), new_id(), new_id());
     let r = leased_insert(m, &[&a, &b, &c], &node).await;
     assert!(r[0].seq < r[1].seq && r[1].seq < r[2].seq);
-    assert_eq!(m.get(&b).await.unwrap().unwrap(), r[1]);
-    assert_eq!(m.get(&new_id()).await.unwrap(), None);
+    assert_eq!(m.get(&b, None).await.unwrap().unwrap(), r[1]);
+    assert_eq!(m.get(&new_id(), None).await.unwrap(), None);
     let oldest = ListQuery::new(Order::OldestFirst, 2);
     let page = m.list(oldest.clone().after(r[0].seq - 1)).await.unwrap();
     assert_eq!(page, r[..2]);
     let page = m.list(oldest.after(r[1].seq)).await.unwrap();
     assert_eq!(page[0], r[2]);
     // Delete leaves a lease on the id, for the blob, until released.
-    assert!(m.delete(&a, &node).await.unwrap());
-    assert!(!m.delete(&a, &node).await.unwrap());
-    assert_eq!(m.get(&a).await.unwrap(), None);
+    assert_eq!(m.delete(&a, None, &node).await.unwrap(), Some(r[0].clone()));
+    assert_eq!(m.delete(&a, None, &node).await.unwrap(), None);
+    assert_eq!(m.get(&a, None).await.unwrap(), None);
     let j = format!("j-{}", new_id());
     let claimed = m.claim_expired(&j, Duration::ZERO, 1000).await.unwrap();
     assert!(claimed.iter().any(|p| p.id == a), "the deletion's lease");
@@ -47,19 +51,30 @@ async fn insert_needs_its_own_lease(m: &dyn MetaStore) {
     let (node, other) = (new_id(), new_id());
     let (a, b) = (new_id(), new_id());
     // No lease at all.
-    assert!(m.insert(vec![row(&a)], &node).await.is_err());
+    assert!(m
+        .insert(vec![row(&a)], &node, crate::Quota::default())
+        .await
+        .is_err());
     // One of two rows leased by another node: neither row is inserted.
     m.lease(&a, &node).await.unwrap();
     m.lease(&b, &other).await.unwrap();
-    assert!(m.insert(vec![row(&a), row(&b)], &node).await.is_err());
-    assert_eq!(m.get(&a).await.unwrap(), None);
-    assert_eq!(m.get(&b).await.unwrap(), None);
+    assert!(m
+        .insert(vec![row(&a), row(&b)], &node, crate::Quota::default())
+        .await
+        .is_err());
+    assert_eq!(m.get(&a, None).await.unwrap(), None);
+    assert_eq!(m.get(&b, None).await.unwrap(), None);
     // The failed insert did not end the lease it did hold.
-    m.insert(vec![row(&a)], &node).await.unwrap();
+    m.insert(vec![row(&a)], &node, crate::Quota::default())
+        .await
+        .unwrap();
     m.release(&b, &other).await.unwrap();
     // A duplicate id fails and changes nothing.
     m.lease(&b, &node).await.unwrap();
-    assert!(m.insert(vec![row(&b), row(&a)], &node).await.is_err());
-    assert_eq!(m.get(&b).await.unwrap(), None);
+    assert!(m
+        .insert(vec![row(&b), row(&a)], &node, crate::Quota::default())
+        .await
+        .is_err());
+    assert_eq!(m.get(&b, None).await.unwrap(), None);
     m.release(&b, &node).await.unwrap();
 }

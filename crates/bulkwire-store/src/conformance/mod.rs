@@ -16,6 +16,7 @@ mod credentials;
 mod leases;
 mod listing;
 mod media;
+mod owners;
 mod uploads;
 
 pub use blobs::{blob_store, spool_notes, spools};
@@ -34,11 +35,13 @@ pub async fn meta_store(m: Arc<dyn MetaStore>) {
     credentials::checks(&*m).await;
     leases::checks(&*m).await;
     uploads::checks(&*m).await;
+    owners::checks(m.clone()).await;
 }
 
 fn row(id: &str) -> NewMedia {
     NewMedia {
         id: id.into(),
+        owner: "admin".into(),
         field: Some("f".into()),
         filename: Some("a.bin".into()),
         content_type: "application/octet-stream".into(),

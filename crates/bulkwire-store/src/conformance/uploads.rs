@@ -59,21 +59,34 @@ async fn uploads(m: &dyn MetaStore) {
         state: "old".into(),
         ..w1
     };
-    assert_eq!(m.upload_save(&stale, None).await.unwrap(), None);
+    assert_eq!(
+        m.upload_save(&stale, None, crate::Quota::default())
+            .await
+            .unwrap(),
+        None
+    );
     let saved = UploadRow {
         state: "new".into(),
         ..w2.clone()
     };
-    assert_eq!(m.upload_save(&saved, None).await.unwrap(), Some(None));
+    assert_eq!(
+        m.upload_save(&saved, None, crate::Quota::default())
+            .await
+            .unwrap(),
+        Some(None)
+    );
     assert_eq!(m.upload_get(&a.id).await.unwrap().unwrap().state, "new");
     // Completion: closed (no longer counted) and a media row at once.
     let done = UploadRow {
         open: false,
         ..saved
     };
-    let rec = m.upload_save(&done, Some(row(&a.id))).await.unwrap();
+    let rec = m
+        .upload_save(&done, Some(row(&a.id)), crate::Quota::default())
+        .await
+        .unwrap();
     assert_eq!(rec.unwrap().unwrap().id, a.id);
-    assert_eq!(m.get(&a.id).await.unwrap().unwrap().size, 3);
+    assert_eq!(m.get(&a.id, None).await.unwrap().unwrap().size, 3);
     assert!(m.upload_create(upload(&owner, far), 2, None).await.unwrap());
     assert!(
         m.all_ids().await.unwrap().contains(&b.id),

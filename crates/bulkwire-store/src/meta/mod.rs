@@ -23,9 +23,9 @@ mod leases;
 mod media;
 mod uploads;
 
-pub use credentials::{token_id, CredentialStore, Token, UserInfo, UserSet};
+pub use credentials::{token_id, CredentialStore, NewToken, StoredUser, Token, UserInfo, UserSet};
 pub use leases::{LeaseStore, Pending};
-pub use media::{MediaRecord, MediaStore, NewMedia};
+pub use media::{MediaRecord, MediaStore, NewMedia, OverQuota, Quota, Usage};
 pub use uploads::{UploadRow, UploadStore};
 
 use crate::BoxFut;
@@ -75,6 +75,8 @@ pub struct MetaError {
     pub message: String,
     pub full: bool,
     pub unavailable: bool,
+    /// An insert that would have taken its owner past a quota (413).
+    pub over_quota: Option<OverQuota>,
 }
 
 impl MetaError {
@@ -83,6 +85,17 @@ impl MetaError {
             message: message.into(),
             full: false,
             unavailable: false,
+            over_quota: None,
+        }
+    }
+
+    pub fn over_quota(o: OverQuota) -> MetaError {
+        MetaError {
+            over_quota: Some(o),
+            ..MetaError::new(format!(
+                "over {} = {}: the owner holds {} and this adds {}",
+                o.limit, o.value, o.usage, o.adding
+            ))
         }
     }
 

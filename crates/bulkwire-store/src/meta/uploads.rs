@@ -1,7 +1,7 @@
 //! Resumable uploads' rows (see [`spool`](crate::spool)): what lets any
 //! node continue any upload.
 
-use super::{MediaRecord, MetaError, NewMedia};
+use super::{MediaRecord, MetaError, NewMedia, Quota};
 use crate::BoxFut;
 
 /// A resumable upload's row. The metadata store keeps `state` (the
@@ -13,7 +13,9 @@ use crate::BoxFut;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UploadRow {
     pub id: String,
-    /// Who created it (a credential's id): open uploads are counted per owner.
+    /// Who created it (a user's name, a token's owner, a JWT's `sub`): open
+    /// uploads are counted per owner, and only the owner (or a principal
+    /// that reaches every owner) may see or continue it.
     pub owner: String,
     /// Seconds since the Unix epoch after which the janitor removes it.
     pub expires: i64,
@@ -55,12 +57,15 @@ pub trait UploadStore: Send + Sync + 'static {
 
     /// Saves the state, the expiry and whether the upload is still open,
     /// if `gen` is still current (`false` otherwise: taken over or gone).
-    /// With `media`, inserts that row in the same transaction: the upload
-    /// becomes an ordinary media item exactly when its state says so.
+    /// With `media`, inserts that row in the same transaction, counted in
+    /// its owner's usage within `quota` as [`MediaStore::insert`](super::MediaStore::insert)
+    /// does: the upload becomes an ordinary media item exactly when its
+    /// state says so. `None` when `gen` is no longer current.
     fn upload_save<'a>(
         &'a self,
         row: &'a UploadRow,
         media: Option<NewMedia>,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>>;
 
     /// Removes the row if `gen` is still current.

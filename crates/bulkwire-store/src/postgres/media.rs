@@ -4,7 +4,7 @@ use super::error::db;
 use super::leases::END_LEASE;
 use super::{lease_lost, rows, Params, PgError, PgMeta};
 use crate::list::{self, Arg};
-use crate::{BoxFut, ListQuery, MediaRecord, MediaStore, MetaError, NewMedia};
+use crate::{BoxFut, ListQuery, MediaRecord, MediaStore, MetaError, NewMedia, Quota, Usage};
 use std::collections::HashSet;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -17,16 +17,35 @@ pub(super) const INSERT_LOCK: i64 = 0x62_75_6c_6b_69_6e_73_01;
 macro_rules! media_columns {
     () => {
         "seq, id, field, filename, content_type, size, sha256, \
-         floor(extract(epoch FROM created))::bigint"
+         floor(extract(epoch FROM created))::bigint, owner"
     };
 }
 
 pub(super) const INSERT_MEDIA: &str = "INSERT INTO media
-        (id, field, filename, content_type, size, sha256, name_fold, type_key, type_top)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        (id, field, filename, content_type, size, sha256, name_fold, type_key, type_top, owner)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
      RETURNING seq, floor(extract(epoch FROM created))::bigint";
-const GET_MEDIA: &str = concat!("SELECT ", media_columns!(), " FROM media WHERE id = $1");
-const DELETE_MEDIA: &str = "DELETE FROM media WHERE id = $1";
+const GET_MEDIA: &str = concat!(
+    "SELECT ",
+    media_columns!(),
+    " FROM media WHERE id = $1 AND ($2::text IS NULL OR owner = $2)"
+);
+const DELETE_MEDIA: &str = concat!(
+    "DELETE FROM media WHERE id = $1 AND ($2::text IS NULL OR owner = $2) RETURNING ",
+    media_columns!()
+);
+/// Counts rows in their owner's usage; the row stays locked until the
+/// transaction ends, so that two transactions for one owner (on any
+/// nodes) add up one after the other and the quota check sees the sum.
+const COUNT_USAGE: &str = "INSERT INTO usage (owner, bytes, items) VALUES ($1, $2, $3)
+     ON CONFLICT (owner) DO UPDATE
+        SET bytes = usage.bytes + excluded.bytes, items = usage.items + excluded.items
+     RETURNING bytes, items";
+const UNCOUNT_USAGE: &str =
+    "UPDATE usage SET bytes = bytes - $2, items = items - 1 WHERE owner = $1";
+const USAGE: &str = "SELECT bytes, items FROM usage WHERE owner = $1";
+/// A finished resumable upload whose item is deleted goes with it.
+const DELETE_FINISHED_UPLOAD: &str = "DELETE FROM uploads WHERE id = $1 AND NOT open";
 
 /// A deletion's lease replaces any lease on the id, as SQLite's
 /// `INSERT OR REPLACE` does.
@@ -39,7 +58,9 @@ impl PgMeta {
         &self,
         rows: Vec<NewMedia>,
         node: &str,
+        quota: Quota,
     ) -> Result<Vec<MediaRecord>, MetaError> {
+        let (owner, add) = adding(&rows)?;
         let sizes = rows
             .iter()
             .map(|m| i64::try_from(m.size).map_err(|_| too_big(m)))
@@ -66,22 +87,80 @@ impl PgMeta {
             let r = insert_media(&tx, &put, &m, size).await.map_err(db)?;
             out.push(inserted(m, &r).map_err(db)?);
         }
+        if !out.is_empty() {
+            count_usage(&tx, &owner, add, quota).await?;
+        }
         tx.commit().await.map_err(db)?;
         Ok(out)
     }
 
-    /// Removes the row and leases the id, in one transaction.
-    async fn delete_leased(&self, id: &str, node: &str) -> Result<bool, MetaError> {
+    /// Removes the row (with `owner`, only that owner's), takes it off its
+    /// owner's usage, removes the finished upload it came from and leases
+    /// the id, in one transaction.
+    async fn delete_leased(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+        node: &str,
+    ) -> Result<Option<MediaRecord>, MetaError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(db)?;
         let del = tx.prepare_cached(DELETE_MEDIA).await.map_err(db)?;
-        let gone = tx.execute(&del, &[&id]).await.map_err(db)? > 0;
-        if gone {
+        let gone = tx.query_opt(&del, &[&id, &owner]).await.map_err(db)?;
+        let gone = gone.map(|r| record(&r)).transpose().map_err(db)?;
+        if let Some(m) = &gone {
+            let size = i64::try_from(m.size).unwrap_or(i64::MAX);
+            tx.execute(UNCOUNT_USAGE, &[&m.owner, &size])
+                .await
+                .map_err(db)?;
+            tx.execute(DELETE_FINISHED_UPLOAD, &[&id])
+                .await
+                .map_err(db)?;
             let lease = tx.prepare_cached(LEASE_DELETED).await.map_err(db)?;
             tx.execute(&lease, &[&id, &node]).await.map_err(db)?;
         }
         tx.commit().await.map_err(db)?;
         Ok(gone)
+    }
+}
+
+/// What rows of one owner add to its usage; their owner (all the same:
+/// one request's, by one principal).
+pub(super) fn adding(rows: &[NewMedia]) -> Result<(String, Usage), MetaError> {
+    let owner = rows.first().map(|m| m.owner.clone()).unwrap_or_default();
+    if rows.iter().any(|m| m.owner != owner) {
+        return Err(MetaError::new("the rows of one insert have one owner"));
+    }
+    let add = Usage {
+        bytes: rows.iter().map(|m| m.size).sum(),
+        items: rows.len() as u64,
+    };
+    Ok((owner, add))
+}
+
+/// Counts `add` in `owner`'s usage (locking its row until the transaction
+/// ends); an error, on which the caller drops (rolls back) the transaction,
+/// when that takes it past `quota`.
+pub(super) async fn count_usage(
+    tx: &deadpool_postgres::Transaction<'_>,
+    owner: &str,
+    add: Usage,
+    quota: Quota,
+) -> Result<(), MetaError> {
+    let big = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let st = tx.prepare_cached(COUNT_USAGE).await.map_err(db)?;
+    let r = tx
+        .query_one(&st, &[&owner, &big(add.bytes), &big(add.items)])
+        .await
+        .map_err(db)?;
+    let (bytes, items): (i64, i64) = (r.try_get(0).map_err(db)?, r.try_get(1).map_err(db)?);
+    let after = Usage {
+        bytes: bytes.max(0) as u64,
+        items: items.max(0) as u64,
+    };
+    match quota.exceeded(after, add) {
+        Some(o) => Err(MetaError::over_quota(o)),
+        None => Ok(()),
     }
 }
 
@@ -104,6 +183,7 @@ pub(super) async fn insert_media(
         &fold,
         &key,
         &top,
+        &m.owner,
     ];
     tx.query_one(put, p).await
 }
@@ -125,6 +205,7 @@ fn record(r: &Row) -> Result<MediaRecord, PgError> {
         size: r.try_get::<_, i64>(5)?.max(0) as u64,
         sha256: r.try_get(6)?,
         created: r.try_get(7)?,
+        owner: r.try_get(8)?,
     })
 }
 
@@ -134,6 +215,7 @@ pub(super) fn inserted(m: NewMedia, r: &Row) -> Result<MediaRecord, PgError> {
         seq: r.try_get(0)?,
         created: r.try_get(1)?,
         id: m.id,
+        owner: m.owner,
         field: m.field,
         filename: m.filename,
         content_type: m.content_type,
@@ -147,14 +229,36 @@ impl MediaStore for PgMeta {
         &'a self,
         rows: Vec<NewMedia>,
         node: &'a str,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
-        Box::pin(self.insert_all(rows, node))
+        Box::pin(self.insert_all(rows, node, quota))
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+    ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
         Box::pin(async move {
-            let row = self.query_opt(GET_MEDIA, &[&id]).await?;
+            let row = self.query_opt(GET_MEDIA, &[&id, &owner]).await?;
             row.map(|r| record(&r)).transpose().map_err(db)
+        })
+    }
+
+    fn usage<'a>(&'a self, owner: &'a str) -> BoxFut<'a, Result<Usage, MetaError>> {
+        Box::pin(async move {
+            let row = self.query_opt(USAGE, &[&owner]).await?;
+            let (bytes, items) = match row {
+                Some(r) => (
+                    r.try_get::<_, i64>(0).map_err(db)?,
+                    r.try_get::<_, i64>(1).map_err(db)?,
+                ),
+                None => (0, 0),
+            };
+            Ok(Usage {
+                bytes: bytes.max(0) as u64,
+                items: items.max(0) as u64,
+            })
         })
     }
 
@@ -173,8 +277,13 @@ impl MediaStore for PgMeta {
         })
     }
 
-    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        Box::pin(self.delete_leased(id, node))
+    fn delete<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+        node: &'a str,
+    ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        Box::pin(self.delete_leased(id, owner, node))
     }
 
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {

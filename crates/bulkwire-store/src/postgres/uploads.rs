@@ -2,9 +2,11 @@
 
 use super::error::db;
 use super::leases::END_LEASE;
-use super::media::{insert_media, inserted, too_big, INSERT_LOCK, INSERT_MEDIA};
+use super::media::{
+    adding, count_usage, insert_media, inserted, too_big, INSERT_LOCK, INSERT_MEDIA,
+};
 use super::{lease_lost, rows, Params, PgError, PgMeta};
-use crate::{BoxFut, MediaRecord, MetaError, NewMedia, UploadRow, UploadStore};
+use crate::{BoxFut, MediaRecord, MetaError, NewMedia, Quota, UploadRow, UploadStore};
 use tokio_postgres::Row;
 
 const UPLOAD_COLUMNS: &str = "id, owner, expires, gen, open, state";
@@ -75,6 +77,7 @@ impl PgMeta {
         &self,
         row: &UploadRow,
         media: Option<NewMedia>,
+        quota: Quota,
     ) -> Result<Option<Option<MediaRecord>>, MetaError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(db)?;
@@ -92,6 +95,8 @@ impl PgMeta {
             None => None,
             Some(m) => {
                 let size = i64::try_from(m.size).map_err(|_| too_big(&m))?;
+                let (owner, add) = adding(std::slice::from_ref(&m))?;
+                count_usage(&tx, &owner, add, quota).await?;
                 let put = tx.prepare_cached(INSERT_MEDIA).await.map_err(db)?;
                 let r = insert_media(&tx, &put, &m, size).await.map_err(db)?;
                 Some(inserted(m, &r).map_err(db)?)
@@ -151,8 +156,9 @@ impl UploadStore for PgMeta {
         &'a self,
         row: &'a UploadRow,
         media: Option<NewMedia>,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
-        Box::pin(self.save_upload(row, media))
+        Box::pin(self.save_upload(row, media, quota))
     }
 
     fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {

@@ -1,12 +1,12 @@
 //! Media rows ([`MediaStore`]).
 
-use super::{lease_lost, now, SqliteMeta};
+use super::{count_usage, lease_lost, now, SqliteMeta};
 use crate::list::{self, Arg};
-use crate::{BoxFut, ListQuery, MediaRecord, MediaStore, MetaError, NewMedia};
+use crate::{BoxFut, ListQuery, MediaRecord, MediaStore, MetaError, NewMedia, Quota, Usage};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashSet;
 
-const COLUMNS: &str = "seq, id, field, filename, content_type, size, sha256, created";
+const COLUMNS: &str = "seq, id, field, filename, content_type, size, sha256, created, owner";
 
 fn record(r: &Row<'_>) -> rusqlite::Result<MediaRecord> {
     Ok(MediaRecord {
@@ -18,14 +18,33 @@ fn record(r: &Row<'_>) -> rusqlite::Result<MediaRecord> {
         size: r.get::<_, i64>(5)? as u64,
         sha256: r.get(6)?,
         created: r.get(7)?,
+        owner: r.get(8)?,
     })
+}
+
+/// What rows of one owner add to its usage; their owner (all the same:
+/// one request's, by one principal).
+pub(super) fn adding(rows: &[NewMedia]) -> rusqlite::Result<(String, Usage)> {
+    let owner = rows.first().map(|m| m.owner.clone()).unwrap_or_default();
+    if rows.iter().any(|m| m.owner != owner) {
+        return Err(rusqlite::Error::ToSqlConversionFailure(
+            "the rows of one insert have one owner".into(),
+        ));
+    }
+    let add = Usage {
+        bytes: rows.iter().map(|m| m.size).sum(),
+        items: rows.len() as u64,
+    };
+    Ok((owner, add))
 }
 
 fn insert_all(
     c: &mut Connection,
     rows: Vec<NewMedia>,
     node: &str,
+    quota: Quota,
 ) -> rusqlite::Result<Vec<MediaRecord>> {
+    let (owner, add) = adding(&rows)?;
     let tx = c.transaction()?;
     {
         let mut end = tx.prepare_cached("DELETE FROM pending WHERE id = ?1 AND node = ?2")?;
@@ -40,6 +59,9 @@ fn insert_all(
         .into_iter()
         .map(|m| insert_media(&tx, m, created))
         .collect::<rusqlite::Result<Vec<_>>>()?;
+    if !out.is_empty() {
+        count_usage(&tx, &owner, add, quota)?;
+    }
     tx.commit()?;
     Ok(out)
 }
@@ -52,8 +74,8 @@ pub(super) fn insert_media(
     let (type_key, type_top) = list::type_keys(&m.content_type);
     tx.prepare_cached(
         "INSERT INTO media (id, field, filename, content_type, size, sha256, created,
-                            name_fold, type_key, type_top)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                            name_fold, type_key, type_top, owner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         m.id,
@@ -66,10 +88,12 @@ pub(super) fn insert_media(
         m.filename.as_deref().map(list::fold_name),
         type_key,
         type_top,
+        m.owner,
     ])?;
     Ok(MediaRecord {
         seq: tx.last_insert_rowid(),
         id: m.id,
+        owner: m.owner,
         field: m.field,
         filename: m.filename,
         content_type: m.content_type,
@@ -84,21 +108,44 @@ impl MediaStore for SqliteMeta {
         &'a self,
         rows: Vec<NewMedia>,
         node: &'a str,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
         let writes = self.writes.clone();
         let node = node.to_string();
         self.with(move |c| {
-            let r = insert_all(c, rows, &node)?;
+            let r = insert_all(c, rows, &node, quota)?;
             writes.add(r.len() as u64);
             Ok(r)
         })
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        let id = id.to_string();
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+    ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        let (id, owner) = (id.to_string(), owner.map(str::to_string));
         self.with(move |c| {
-            let sql = format!("SELECT {COLUMNS} FROM media WHERE id = ?1");
-            c.prepare_cached(&sql)?.query_row([id], record).optional()
+            let sql =
+                format!("SELECT {COLUMNS} FROM media WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)");
+            c.prepare_cached(&sql)?
+                .query_row(params![id, owner], record)
+                .optional()
+        })
+    }
+
+    fn usage<'a>(&'a self, owner: &'a str) -> BoxFut<'a, Result<Usage, MetaError>> {
+        let owner = owner.to_string();
+        self.with(move |c| {
+            let u = c
+                .prepare_cached("SELECT bytes, items FROM usage WHERE owner = ?1")?
+                .query_row([owner], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                .optional()?;
+            let (bytes, items) = u.unwrap_or((0, 0));
+            Ok(Usage {
+                bytes: bytes.max(0) as u64,
+                items: items.max(0) as u64,
+            })
         })
     }
 
@@ -116,23 +163,38 @@ impl MediaStore for SqliteMeta {
         })
     }
 
-    fn delete<'a>(&'a self, id: &'a str, node: &'a str) -> BoxFut<'a, Result<bool, MetaError>> {
-        let (id, node) = (id.to_string(), node.to_string());
+    fn delete<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+        node: &'a str,
+    ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
+        let (id, owner, node) = (id.to_string(), owner.map(str::to_string), node.to_string());
         let writes = self.writes.clone();
         self.with(move |c| {
             let tx = c.transaction()?;
-            let n = tx
-                .prepare_cached("DELETE FROM media WHERE id = ?1")?
-                .execute([&id])?;
-            if n > 0 {
+            let sql = format!(
+                "DELETE FROM media WHERE id = ?1 AND (?2 IS NULL OR owner = ?2) RETURNING {COLUMNS}"
+            );
+            let gone = tx
+                .prepare_cached(&sql)?
+                .query_row(params![id, owner], record)
+                .optional()?;
+            if let Some(m) = &gone {
+                tx.prepare_cached(
+                    "UPDATE usage SET bytes = bytes - ?2, items = items - 1 WHERE owner = ?1",
+                )?
+                .execute(params![m.owner, m.size as i64])?;
+                tx.prepare_cached("DELETE FROM uploads WHERE id = ?1 AND open = 0")?
+                    .execute([&id])?;
                 tx.prepare_cached(
                     "INSERT OR REPLACE INTO pending (id, node, handle, started) VALUES (?1, ?2, NULL, ?3)",
                 )?
                 .execute(params![id, node, now()])?;
             }
             tx.commit()?;
-            writes.add(n as u64);
-            Ok(n > 0)
+            writes.add(gone.is_some() as u64);
+            Ok(gone)
         })
     }
 

@@ -100,6 +100,50 @@ fn checkpointer(conn: Weak<Mutex<Connection>>, writes: Arc<Writes>) {
 }
 
 /// The insert found the upload's lease gone or taken over by a janitor.
+/// A quota refusal carried out of a transaction as a rusqlite error (the
+/// transaction rolls back as it is dropped), turned back by [`err`].
+#[derive(Debug)]
+struct OverQuotaErr(crate::OverQuota);
+
+impl std::fmt::Display for OverQuotaErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "over {} = {}", self.0.limit, self.0.value)
+    }
+}
+
+impl std::error::Error for OverQuotaErr {}
+
+/// Counts `add` in `owner`'s usage; an error (the transaction is then
+/// rolled back) when that takes it past `quota`.
+fn count_usage(
+    tx: &rusqlite::Transaction<'_>,
+    owner: &str,
+    add: crate::Usage,
+    quota: crate::Quota,
+) -> rusqlite::Result<()> {
+    let (bytes, items): (i64, i64) = tx
+        .prepare_cached(
+            "INSERT INTO usage (owner, bytes, items) VALUES (?1, ?2, ?3)
+             ON CONFLICT (owner) DO UPDATE
+                SET bytes = bytes + excluded.bytes, items = items + excluded.items
+             RETURNING bytes, items",
+        )?
+        .query_row(
+            rusqlite::params![owner, add.bytes as i64, add.items as i64],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+    let after = crate::Usage {
+        bytes: bytes.max(0) as u64,
+        items: items.max(0) as u64,
+    };
+    match quota.exceeded(after, add) {
+        Some(o) => Err(rusqlite::Error::ToSqlConversionFailure(Box::new(
+            OverQuotaErr(o),
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn lease_lost(id: &str) -> rusqlite::Error {
     rusqlite::Error::ToSqlConversionFailure(
         format!("the lease on upload {id} was lost (taken over by a janitor)").into(),
@@ -109,6 +153,11 @@ fn lease_lost(id: &str) -> rusqlite::Error {
 /// SQLite's "database or disk is full" (`SQLITE_FULL`: ENOSPC, a quota,
 /// or `max_page_count`) is the store being out of room.
 fn err(e: rusqlite::Error) -> MetaError {
+    if let rusqlite::Error::ToSqlConversionFailure(b) = &e {
+        if let Some(OverQuotaErr(o)) = b.downcast_ref::<OverQuotaErr>() {
+            return MetaError::over_quota(*o);
+        }
+    }
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DiskFull) => MetaError::full(e.to_string()),
         _ => MetaError::new(e.to_string()),

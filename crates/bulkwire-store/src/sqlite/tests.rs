@@ -6,6 +6,7 @@ use rusqlite::params;
 fn new(id: &str) -> NewMedia {
     NewMedia {
         id: id.into(),
+        owner: "admin".into(),
         field: Some("f".into()),
         filename: None,
         content_type: "text/plain".into(),
@@ -19,7 +20,7 @@ async fn put(m: &SqliteMeta, rows: Vec<NewMedia>) -> Result<Vec<MediaRecord>, Me
     for r in &rows {
         m.lease(&r.id, "n").await?;
     }
-    m.insert(rows, "n").await
+    m.insert(rows, "n", crate::Quota::default()).await
 }
 
 #[tokio::test]
@@ -40,7 +41,7 @@ async fn migrations_run_once_and_a_newer_schema_is_refused() {
     c.execute("INSERT INTO media (id, field, filename, content_type, size, sha256, created) VALUES ('named', NULL, 'ÉCLAIR.PNG', 'Image/PNG', 1, 'x', 0)", []).unwrap();
     drop(c);
     let m = SqliteMeta::open(&path).unwrap();
-    assert!(m.get("old").await.unwrap().is_some(), "rows survive");
+    assert!(m.get("old", None).await.unwrap().is_some(), "rows survive");
     // Rows of before are found by name and type like new ones.
     let q = ListQuery {
         name: Some("éclair".into()),
@@ -105,8 +106,8 @@ async fn insert_get_list_delete() {
     let m = SqliteMeta::open(&d.path().join("m.sqlite")).unwrap();
     let r = put(&m, vec![new("a"), new("b"), new("c")]).await.unwrap();
     assert!(r[0].seq < r[1].seq && r[1].seq < r[2].seq);
-    assert_eq!(m.get("b").await.unwrap().unwrap(), r[1]);
-    assert_eq!(m.get("zz").await.unwrap(), None);
+    assert_eq!(m.get("b", None).await.unwrap().unwrap(), r[1]);
+    assert_eq!(m.get("zz", None).await.unwrap(), None);
     let oldest = ListQuery::new(crate::Order::OldestFirst, 2);
     let page = m.list(oldest.clone()).await.unwrap();
     assert_eq!(
@@ -118,8 +119,8 @@ async fn insert_get_list_delete() {
         page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
         ["c"]
     );
-    assert!(m.delete("a", "n").await.unwrap());
-    assert!(!m.delete("a", "n").await.unwrap());
+    assert!(m.delete("a", None, "n").await.unwrap().is_some());
+    assert!(m.delete("a", None, "n").await.unwrap().is_none());
     assert_eq!(m.all_ids().await.unwrap().len(), 2);
 }
 
@@ -176,6 +177,6 @@ async fn insert_is_all_or_nothing() {
     put(&m, vec![new("a")]).await.unwrap();
     // The second row clashes on the unique id: neither row may stay.
     assert!(put(&m, vec![new("b"), new("a")]).await.is_err());
-    assert_eq!(m.get("b").await.unwrap(), None);
+    assert_eq!(m.get("b", None).await.unwrap(), None);
     assert_eq!(m.all_ids().await.unwrap().len(), 1);
 }

@@ -1,8 +1,8 @@
 //! Resumable uploads' rows ([`UploadStore`]).
 
-use super::media::insert_media;
-use super::{lease_lost, now, SqliteMeta};
-use crate::{BoxFut, MediaRecord, MetaError, NewMedia, UploadRow, UploadStore};
+use super::media::{adding, insert_media};
+use super::{count_usage, lease_lost, now, SqliteMeta};
+use crate::{BoxFut, MediaRecord, MetaError, NewMedia, Quota, UploadRow, UploadStore};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 const UPLOAD_COLUMNS: &str = "id, owner, expires, gen, open, state";
@@ -23,6 +23,7 @@ fn save_upload(
     c: &mut Connection,
     row: &UploadRow,
     media: Option<NewMedia>,
+    quota: Quota,
 ) -> rusqlite::Result<Option<Option<MediaRecord>>> {
     let tx = c.transaction()?;
     let n = tx
@@ -32,6 +33,10 @@ fn save_upload(
         .execute(params![row.id, row.gen, row.state, row.expires, row.open])?;
     if n != 1 {
         return Ok(None);
+    }
+    if let Some(m) = &media {
+        let (owner, add) = adding(std::slice::from_ref(m))?;
+        count_usage(&tx, &owner, add, quota)?;
     }
     let rec = media.map(|m| insert_media(&tx, m, now())).transpose()?;
     tx.commit()?;
@@ -124,11 +129,12 @@ impl UploadStore for SqliteMeta {
         &'a self,
         row: &'a UploadRow,
         media: Option<NewMedia>,
+        quota: Quota,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
         let row = row.clone();
         let writes = self.writes.clone();
         self.with(move |c| {
-            let r = save_upload(c, &row, media)?;
+            let r = save_upload(c, &row, media, quota)?;
             writes.add(1);
             Ok(r)
         })

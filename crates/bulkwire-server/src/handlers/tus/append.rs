@@ -274,6 +274,7 @@ impl Append {
         if to > l.file_bytes {
             return Err(ApiError::limit("file_bytes", l.file_bytes));
         }
+        self.st.granted.rules().check_size(to)?;
         let batch = match &mut self.batch {
             Some(b) => b,
             None => self.batch.insert(self.batches.batch()),
@@ -455,7 +456,7 @@ impl Append {
         let row = self.row_for(&st);
         let (meta, saved) = (self.state.meta.clone(), row.clone());
         self.prior_save = Some(tokio::spawn(async move {
-            match meta.upload_save(&saved, None).await {
+            match meta.upload_save(&saved, None, Default::default()).await {
                 Ok(Some(_)) => true,
                 Ok(None) => {
                     tracing::debug!(id = saved.id, "a newer writer took over");
@@ -502,7 +503,8 @@ impl Append {
         // Its outcome is its own: a failure there left the note.
         self.prior_saved().await;
         let row = self.row_for(&st);
-        match self.state.meta.upload_save(&row, media).await? {
+        let quota = self.st.granted.quota();
+        match self.state.meta.upload_save(&row, media, quota).await? {
             Some(rec) => {
                 self.row = row;
                 Ok(rec)
@@ -614,8 +616,15 @@ pub async fn complete_saved(
         true => media_type(state, &row.id, st).await,
         false => String::new(),
     };
+    if st.media {
+        // A type told by the bytes, checked once they are there: refused,
+        // the upload stays as it was (complete bytes, no item) until it
+        // expires or is cancelled.
+        st.granted.rules().check_type(&content_type)?;
+    }
     let media = st.media.then(|| NewMedia {
         id: row.id.clone(),
+        owner: row.owner.clone(),
         field: None,
         filename: st.filename.clone(),
         content_type,
@@ -625,7 +634,8 @@ pub async fn complete_saved(
     row.state = st.to_json();
     row.open = false;
     row.expires = super::expires(state);
-    match state.meta.upload_save(&row, media).await? {
+    let quota = st.granted.quota();
+    match state.meta.upload_save(&row, media, quota).await? {
         Some(rec) => {
             if rec.is_some() {
                 let m = &state.metrics;

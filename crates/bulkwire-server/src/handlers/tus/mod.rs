@@ -33,6 +33,7 @@ use self::proto::{Concat, Proto};
 use self::state::{gone, ConcatState, UploadState};
 use crate::admission::admit;
 use crate::error::{ApiError, Kind};
+use crate::principal::{Principal, Scopes};
 use crate::response::{self, empty, Response};
 use crate::state::AppState;
 use crate::store::{is_id, new_id, UploadRow};
@@ -55,28 +56,37 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
     let auth = req.headers().get(http::header::AUTHORIZATION);
     let auth = auth.map(|v| v.as_bytes().to_vec());
     let client = crate::access::client(req.extensions());
-    let owner = match state
+    let who = match state
         .auth
         .authenticate(&*state.meta, auth.as_deref(), client)
         .await
+        .and_then(|who| who.require(Scopes::UPLOAD).map(|()| who))
     {
         Ok(o) => o,
         Err(e) => return reject(state, req, e, Proto::Tus),
     };
+    crate::access::set_principal(req.extensions(), &who.name);
     let proto = match proto {
         Ok(p) => p,
         Err(e) => return reject(state, req, e, Proto::Tus),
     };
     let id = rest.strip_prefix('/').unwrap_or("").to_string();
     let m = req.method().clone();
+    // Another owner's upload is answered as a missing one, on every method.
+    let on_upload = matches!(m, Method::HEAD | Method::PATCH | Method::DELETE);
+    if !id.is_empty() && on_upload {
+        if let Err(e) = check_owner(state, &id, &who).await {
+            return reject(state, req, e, proto);
+        }
+    }
     match (m, id.is_empty()) {
-        (Method::POST, true) => create(state, req, proto, owner).await,
+        (Method::POST, true) => create(state, req, proto, &who).await,
         (Method::HEAD, false) => {
-            let r = head(state, &id, proto, req.headers()).await;
+            let r = head(state, &id, proto, req.headers(), &who).await;
             answer(state, r, proto)
         }
         (Method::PATCH, false) => patch(state, req, &id, proto).await,
-        (Method::DELETE, false) => answer(state, terminate(state, &id).await, proto),
+        (Method::DELETE, false) => answer(state, terminate(state, &id, &who).await, proto),
         (m, collection) => {
             let allow = match collection {
                 true => "POST, OPTIONS",
@@ -85,6 +95,28 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
             let e = ApiError::method_not_allowed(&m, allow);
             reject(state, req, e, proto)
         }
+    }
+}
+
+/// 404 unless upload `id` (or, once its row is gone, the item it became)
+/// is `who`'s, or `who` reaches every owner's: the upload's owner never
+/// changes, so one read before the request's work is enough. tusd leaves
+/// this to a hook (tus/tusd#669); here every request of an upload checks
+/// it.
+async fn check_owner(state: &AppState, id: &str, who: &Principal) -> Result<(), ApiError> {
+    if !is_id(id) {
+        return Err(not_found(id));
+    }
+    if who.everyone {
+        return Ok(());
+    }
+    match state.meta.upload_get(id).await? {
+        Some(row) if who.sees(&row.owner) => Ok(()),
+        Some(_) => Err(not_found(id)),
+        None => match state.meta.get(id, who.owner()).await? {
+            Some(_) => Ok(()),
+            None => Err(not_found(id)),
+        },
     }
 }
 
@@ -277,11 +309,11 @@ async fn create(
     state: &Arc<AppState>,
     req: Request<Incoming>,
     proto: Proto,
-    owner: String,
+    who: &Principal,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let r = create_run(state, &parts.headers, proto, owner, &mut reader).await;
+    let r = create_run(state, &parts.headers, proto, who, &mut reader).await;
     let counted = r.as_ref().map_or(true, |(_, appended)| *appended);
     let r = r.map(|(r, _)| r);
     if counted {
@@ -300,14 +332,27 @@ async fn create_run(
     state: &Arc<AppState>,
     h: &HeaderMap,
     proto: Proto,
-    owner: String,
+    who: &Principal,
     reader: &mut BodyReader,
 ) -> Result<(Response, bool), ApiError> {
     let c = parse_creation(state, h, proto)?;
+    // What the credential allows, before a byte of storage is taken.
+    if let Some(len) = c.length {
+        who.rules.check_size(len)?;
+    }
+    if let Some(t) = c.filetype.as_deref() {
+        let t = crate::upload::clean_content_type(Some(t));
+        if !crate::upload::unspecific(&t) {
+            who.rules.check_type(&t)?;
+        }
+    }
     if let Some(Concat::Final(ids)) = &c.concat {
-        let r = concat_final(state, h, &c, ids, owner, reader).await?;
+        let r = concat_final(state, h, &c, ids, who, reader).await?;
         return Ok((r, true));
     }
+    // A partial upload is not an item of its own (its concatenation is).
+    let item = u64::from(!matches!(c.concat, Some(Concat::Partial)));
+    crate::upload::check_quota(state, who, c.length, item).await?;
     let id = new_id();
     let lease = state.leases.take(&id).await?;
     let spool = state
@@ -320,9 +365,10 @@ async fn create_run(
     st.filetype = c.filetype.clone();
     st.metadata = c.metadata.clone();
     st.concat = matches!(c.concat, Some(Concat::Partial)).then_some(ConcatState::Partial);
+    st.granted = state::Granted::of(who);
     let row = UploadRow {
         id: id.clone(),
-        owner,
+        owner: who.name.clone(),
         expires: expires(state),
         gen: 0,
         open: true,
@@ -337,7 +383,10 @@ async fn create_run(
         // The lease, dropped unended, removes the spool.
         let mut e = ApiError::new(
             Kind::TooMany,
-            format!("open_uploads = {max} unfinished uploads reached for this credential: finish or delete one"),
+            format!(
+                "open_uploads = {max} unfinished uploads reached for {}: finish or delete one",
+                who.name
+            ),
         );
         e.limit = Some(("open_uploads", max as u64));
         return Err(e);
@@ -365,7 +414,7 @@ async fn create_run(
             Err(e) => {
                 // The client never learns the upload's URL: nothing of it
                 // may stay (nor count against open_uploads).
-                if let Err(t) = terminate(state, &id).await {
+                if let Err(t) = terminate(state, &id, who).await {
                     tracing::warn!(id, "removing a failed creation: {t} (it expires)");
                 }
                 return Err(e);
@@ -638,9 +687,14 @@ async fn declare_length(
         }
         None => {}
     }
+    st.granted.rules().check_size(len)?;
     st.length = Some(len);
     row.state = st.to_json();
-    match state.meta.upload_save(&row, None).await? {
+    match state
+        .meta
+        .upload_save(&row, None, Default::default())
+        .await?
+    {
         Some(_) => Ok(()),
         None => Err(ApiError::new(Kind::Conflict, "a newer request took over")),
     }
@@ -652,13 +706,15 @@ async fn head(
     id: &str,
     proto: Proto,
     h: &HeaderMap,
+    who: &Principal,
 ) -> Result<Response, ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
     }
     let Some(row) = state.meta.upload_get(id).await? else {
         // Its row expired after it became media: the media says the rest.
-        let m = state.meta.get(id).await?.ok_or_else(|| not_found(id))?;
+        let m = state.meta.get(id, who.owner()).await?;
+        let m = m.ok_or_else(|| not_found(id))?;
         let mut r = status_answer(proto, m.size, Some(m.size), true);
         set(&mut r, "link", media_link(state, h, id));
         r.headers_mut().insert(
@@ -745,14 +801,16 @@ async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadSta
 /// `DELETE /v1/uploads/{id}` (tus termination, IETF cancellation): the
 /// writer, if any, is stopped; the bytes go, then the row. A finished
 /// upload's media item goes with it.
-async fn terminate(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
+async fn terminate(state: &Arc<AppState>, id: &str, who: &Principal) -> Result<Response, ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
     }
     let _guard = state.writers.take(id).await;
     let (row, st) = claim_row_as_saved(state, id).await?;
     if st.media {
-        match super::media::delete(state, id).await {
+        // A finished upload is an item: removing it takes `delete`.
+        who.require(Scopes::DELETE)?;
+        match super::media::delete(state, id, who).await {
             Ok(_) => {}
             Err(e) if e.kind == Kind::NotFound => {}
             Err(e) => return Err(e),
@@ -777,16 +835,21 @@ async fn concat_final(
     h: &HeaderMap,
     c: &Creation,
     ids: &[String],
-    owner: String,
+    who: &Principal,
     reader: &mut BodyReader,
 ) -> Result<Response, ApiError> {
     let l = &state.config.limits;
     let mut parts = Vec::with_capacity(ids.len());
     let mut total = 0u64;
     for pid in ids {
-        let row = state.meta.upload_get(pid).await?.ok_or_else(|| {
-            ApiError::new(Kind::Malformed, format!("Upload-Concat: no upload {pid}"))
-        })?;
+        // Another owner's partial upload is as good as missing; an expired
+        // one is the janitor's (it may be removing it now).
+        let row = state.meta.upload_get(pid).await?;
+        let row = row
+            .filter(|r| who.sees(&r.owner) && r.expires >= now())
+            .ok_or_else(|| {
+                ApiError::new(Kind::Malformed, format!("Upload-Concat: no upload {pid}"))
+            })?;
         let st = UploadState::parse(pid, &row.state)?;
         if !(st.is_partial() && st.complete) {
             let m = format!("Upload-Concat: {pid} is not a complete partial upload");
@@ -798,10 +861,12 @@ async fn concat_final(
     if total > l.file_bytes {
         return Err(ApiError::limit("file_bytes", l.file_bytes));
     }
+    who.rules.check_size(total)?;
+    crate::upload::check_quota(state, who, Some(total), 1).await?;
     let _admission = admit(state, reader.progress(), 0).await?;
     let filename = c.filename.clone().or_else(|| parts[0].1.filename.clone());
     let filetype = c.filetype.clone().or_else(|| parts[0].1.filetype.clone());
-    let mut ingest = Ingest::new(state);
+    let mut ingest = Ingest::new(state, who);
     let mut sink = ingest
         .begin_file(None, filename, filetype.as_deref())
         .await?;
@@ -828,7 +893,7 @@ async fn concat_final(
     st.metadata = c.metadata.clone();
     let row = UploadRow {
         id: rec.id.clone(),
-        owner,
+        owner: who.name.clone(),
         expires: expires(state),
         gen: 0,
         open: false,

@@ -54,6 +54,55 @@ pub struct UploadState {
     /// partial one): the janitor then removes only this row.
     #[serde(default)]
     pub media: bool,
+    /// What the creating principal's credential allowed, for whichever
+    /// node takes the later requests: the owner's quota when it was made
+    /// (checked again exactly when the media row commits) and a JWT's
+    /// upload limits.
+    #[serde(default, skip_serializing_if = "Granted::is_empty")]
+    pub granted: Granted,
+}
+
+/// A principal's upload rules and quota, as a resumable upload keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Granted {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_types: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_items: Option<u64>,
+}
+
+impl Granted {
+    pub fn of(who: &crate::principal::Principal) -> Granted {
+        Granted {
+            max_bytes: who.rules.max_bytes,
+            content_types: who.rules.content_types.clone(),
+            quota_bytes: who.quota.bytes,
+            quota_items: who.quota.items,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        *self == Granted::default()
+    }
+
+    pub fn rules(&self) -> crate::principal::UploadRules {
+        crate::principal::UploadRules {
+            max_bytes: self.max_bytes,
+            content_types: self.content_types.clone(),
+            quota_bytes: self.quota_bytes,
+        }
+    }
+
+    pub fn quota(&self) -> crate::store::Quota {
+        crate::store::Quota {
+            bytes: self.quota_bytes,
+            items: self.quota_items,
+        }
+    }
 }
 
 /// A saved running hash and the offset it stands at.
@@ -84,6 +133,7 @@ impl UploadState {
             concat: None,
             complete: false,
             media: false,
+            granted: Granted::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 //! request path does no filesystem search"): a call costs one lookup.
 
 use super::Failure;
+use crate::principal::{Principal, Scopes};
 use crate::state::AppState;
 use crate::store::{is_id, ListQuery, MediaRecord, Order};
 use bulkwire_xmlrpc::{DateTime, Fault, Value};
@@ -41,6 +42,7 @@ pub enum Id {
     MethodHelp,
     MethodSignature,
     Multicall,
+    DeletePost,
 }
 
 /// One entry of the table.
@@ -66,7 +68,7 @@ const UPLOAD_HELP: &str = "Uploads a file: blog_id, username, password, \
     The bits stream to storage; overwrite is accepted and ignored (every \
     upload is a new object).";
 
-static TABLE: [Info; 9] = [
+static TABLE: [Info; 10] = [
     Info {
         name: "wp.uploadFile",
         id: Id::UploadFile,
@@ -91,6 +93,13 @@ static TABLE: [Info; 9] = [
         signature: &["array", "int", "string", "string", "struct"],
         help: "Lists media items in upload order: blog_id, username, password, \
                {number, offset, mime_type, parent_id}.",
+    },
+    Info {
+        name: "wp.deletePost",
+        id: Id::DeletePost,
+        signature: &["boolean", "int", "string", "string", "string"],
+        help: "Deletes a media item (an attachment): blog_id, username, password, post_id. \
+               An author deletes their own items, an editor or administrator anyone's.",
     },
     Info {
         name: "mt.supportedMethods",
@@ -163,6 +172,8 @@ pub struct Ctx<'a> {
     pub base: &'a str,
     /// The client's address (login throttling).
     pub client: Option<std::net::IpAddr>,
+    /// The request's extensions (its access line names the principal).
+    pub extensions: &'a http::Extensions,
 }
 
 pub fn no_method(name: &str) -> Fault {
@@ -179,9 +190,10 @@ pub fn invalid_params(detail: &str) -> Fault {
     )
 }
 
-/// Checks params 1 and 2 (username, password) against the configured
-/// users.
-pub async fn login(ctx: &Ctx<'_>, params: &[In]) -> Result<(), Failure> {
+/// Checks params 1 and 2 (username, password) against the users (with
+/// the name `jwt`, the password is the application's JWT), then that the
+/// principal holds `scope`; the principal.
+pub async fn login(ctx: &Ctx<'_>, params: &[In], scope: Scopes) -> Result<Principal, Failure> {
     let state = ctx.state;
     let (Some(user), Some(pass)) = (params.get(1), params.get(2)) else {
         return Err(invalid_params("blog_id, username and password are required").into());
@@ -194,11 +206,25 @@ pub async fn login(ctx: &Ctx<'_>, params: &[In]) -> Result<(), Failure> {
         .login(&*state.meta, &user, pass.as_bytes(), ctx.client)
         .await;
     match verdict {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(who)) => {
+            crate::access::set_principal(ctx.extensions, &who.name);
+            who.require(scope).map_err(scope_fault)?;
+            Ok(who)
+        }
         Ok(Err(crate::auth::Refusal::Throttled(t))) => Err(t.error().into()),
         Ok(Err(_)) => Err(bad_login(state).await),
         Err(e) => Err(crate::ApiError::from(e).into()),
     }
+}
+
+/// WordPress answers 401 "Sorry, you are not allowed to …" for a
+/// capability a user lacks: the same code, with the scope named.
+fn scope_fault(e: crate::ApiError) -> Failure {
+    Fault::new(
+        401,
+        format!("Sorry, you are not allowed to do that: {}", e.message),
+    )
+    .into()
 }
 
 /// WordPress's answer to a wrong login; on a server that has no user at
@@ -238,6 +264,7 @@ async fn simple(ctx: &Ctx<'_>, info: &Info, params: &[In]) -> Result<Out, Failur
         Id::MethodSignature => Ok(signature(named(ctx, params)?)),
         Id::GetMediaItem => media_item(ctx, params).await,
         Id::GetMediaLibrary => library(ctx, params).await,
+        Id::DeletePost => delete_post(ctx, params).await,
         Id::Multicall => Err(Fault::new(
             RECURSIVE_MULTICALL,
             "Recursive calls to system.multicall are forbidden",
@@ -325,7 +352,7 @@ fn not_found() -> Fault {
 
 /// `wp.getMediaItem(blog_id, username, password, attachment_id)`.
 async fn media_item(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
-    login(ctx, params).await?;
+    let who = login(ctx, params, Scopes::READ).await?;
     let id = params
         .get(3)
         .and_then(text)
@@ -333,9 +360,27 @@ async fn media_item(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
     if !is_id(&id) {
         return Err(not_found().into());
     }
-    let m = ctx.state.meta.get(&id).await.map_err(storage_fault)?;
-    let m = m.ok_or_else(not_found)?;
+    let m = ctx.state.meta.get(&id, who.owner()).await;
+    let m = m.map_err(storage_fault)?.ok_or_else(not_found)?;
     Ok(media_struct(&m, ctx.base, &ctx.state.links))
+}
+
+/// `wp.deletePost(blog_id, username, password, post_id)` for an
+/// attachment: as `DELETE /v1/media/{id}`, another owner's item as a
+/// missing one.
+async fn delete_post(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
+    let who = login(ctx, params, Scopes::DELETE).await?;
+    let id = params
+        .get(3)
+        .and_then(text)
+        .ok_or_else(|| invalid_params("post_id is required"))?;
+    match crate::handlers::media::delete(ctx.state, &id, &who).await {
+        Ok(_) => Ok(Value::Bool(true)),
+        Err(e) if e.kind == crate::Kind::NotFound => {
+            Err(Fault::new(404, "Invalid post ID.").into())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn storage_fault(e: impl std::fmt::Display) -> Failure {
@@ -387,7 +432,7 @@ impl Filter {
 /// `wp.getMediaLibrary(blog_id, username, password, filter)`: at most
 /// [`crate::Limits::list_limit`] items, in upload order.
 async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
-    login(ctx, params).await?;
+    let who = login(ctx, params, Scopes::READ).await?;
     let max = ctx.state.config.limits.list_limit;
     let f = Filter::from(params.get(3), max);
     let mut out = Vec::new();
@@ -395,6 +440,8 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
         return Ok(Value::Array(out));
     }
     let mut q = ListQuery::new(Order::OldestFirst, max);
+    // An author's library is their own items, as in WordPress.
+    q.owner = who.owner().map(str::to_string);
     let mut skip = f.offset;
     while out.len() < f.number {
         let page = ctx.state.meta.list(q.clone()).await;
@@ -510,13 +557,14 @@ mod tests {
         assert!(m.get("wp.uploadFile").unwrap().is_upload());
         assert!(m.get("metaWeblog.newMediaObject").unwrap().is_upload());
         assert!(!m.get("system.multicall").unwrap().is_upload());
-        assert!(m.get("wp.deletePost").is_none());
+        assert!(!m.get("wp.deletePost").unwrap().is_upload());
     }
 
     fn rec(ct: &str) -> MediaRecord {
         MediaRecord {
             seq: 1,
             id: "0".repeat(32),
+            owner: "admin".into(),
             field: None,
             filename: Some("a.png".into()),
             content_type: ct.into(),

@@ -128,12 +128,48 @@ function showSignIn(message = '') {
   (mode === 'token' ? $('token') : $('user')).focus();
 }
 
+/// What `GET /v1/me` said of the signed-in principal (name, scopes, role,
+/// whether it reaches every owner's items, usage and quota).
+let me = null;
+
+function can(scope) {
+  return !!me && Array.isArray(me.scopes) && (me.scopes.includes(scope) || me.scopes.includes('admin'));
+}
+
+/// `1.2 MiB of 10 GiB, 3 items` (the quota's parts where there are any).
+function usageText(m) {
+  if (!m || !m.usage) return '';
+  const q = m.quota || {};
+  const b = q.bytes == null ? bytes(m.usage.bytes) : `${bytes(m.usage.bytes)} of ${bytes(q.bytes)}`;
+  const n = m.usage.items;
+  const items = q.items == null ? `${n} ${n === 1 ? 'item' : 'items'}` : `${n} of ${q.items} items`;
+  return `${b}, ${items}`;
+}
+
 function showApp() {
   $('signin').hidden = true;
   $('signin-error').textContent = '';
   $('app').hidden = false;
   $('who').hidden = false;
-  $('who-name').textContent = auth.who;
+  const role = me && me.role ? ` (${me.role})` : '';
+  $('who-name').textContent = `${auth.who}${role}`;
+  $('who-usage').textContent = usageText(me);
+  $('upload-panel').hidden = !can('upload');
+  // Who reaches every owner's items sees whose each is, and can ask for one.
+  $('owner-field').hidden = !(me && me.everyone);
+}
+
+/// Reads `/v1/me` again (after an upload or a delete: the usage moved).
+async function refreshMe() {
+  try {
+    const res = await api('/v1/me');
+    if (res.ok) {
+      me = await res.json();
+      $('who-usage').textContent = usageText(me);
+    }
+  } catch {
+    // The next refresh tells.
+  }
 }
 
 function signOut(message = '') {
@@ -161,6 +197,7 @@ async function check(header) {
   } catch {
     // Not JSON: signed in all the same, under no name.
   }
+  me = j;
   return { name: j && typeof j.name === 'string' ? j.name : '' };
 }
 
@@ -431,6 +468,7 @@ class Upload {
     uploads.delete(this);
     announce(`${this.file.name} uploaded.`);
     library.uploaded(this.id);
+    refreshMe();
   }
 
   fail(message, retriable) {
@@ -536,7 +574,12 @@ const library = {
 
   /// What the controls ask for.
   filters() {
-    return { q: $('search').value.trim(), type: $('type-filter').value, order: $('order').value };
+    return {
+      q: $('search').value.trim(),
+      type: $('type-filter').value,
+      order: $('order').value,
+      owner: $('owner-field').hidden ? '' : $('owner-filter').value.trim(),
+    };
   },
 
   url(after) {
@@ -544,6 +587,7 @@ const library = {
     const p = new URLSearchParams({ limit: String(PAGE_SIZE), order: f.order });
     if (f.q) p.set('q', f.q);
     if (f.type) p.set('type', f.type);
+    if (f.owner) p.set('owner', f.owner);
     if (after !== null && after !== undefined) p.set('after', after);
     return `/v1/media?${p}`;
   },
@@ -658,6 +702,7 @@ const library = {
       return note(m.id, `Not deleted: ${await serverMessage(res)}`);
     }
     announce(`${m.filename} deleted.`);
+    refreshMe();
     await this.load();
     $('library-h').focus();
   },
@@ -700,11 +745,13 @@ function card(m) {
     thumb.append(el('span', { class: 'kind', text: kindLabel(m), 'aria-hidden': 'true' }));
   }
   const dl = el('dl');
-  for (const [k, v] of [
+  const rows = [
     ['Size', bytes(m.size)],
     ['Type', mediaType(m.content_type || 'unknown')],
     ['Added', date(m.created)],
-  ]) {
+  ];
+  if (me && me.everyone && m.owner) rows.push(['Owner', m.owner]);
+  for (const [k, v] of rows) {
     const dd = typeof v === 'string' ? el('dd', { text: v }) : el('dd', { class: 'type' }, v);
     dl.append(el('dt', { text: k }), dd);
   }
@@ -712,6 +759,7 @@ function card(m) {
   copy.setAttribute('aria-label', `Copy link to ${name}`);
   const del = el('button', { type: 'button', class: 'danger', text: 'Delete' });
   del.setAttribute('aria-label', `Delete ${name}`);
+  del.hidden = !can('delete');
   const linkId = `link-${m.id}`;
   const link = el('input', { class: 'link', readOnly: true, value: m.url, id: linkId, hidden: true });
   const linkLabel = el('label', { class: 'visually-hidden', htmlFor: linkId, text: `Link to ${name}` });
@@ -769,6 +817,7 @@ function setUpLibrary() {
     if (e.key === 'Enter') library.restart();
   });
   $('type-filter').addEventListener('change', () => library.restart());
+  $('owner-filter').addEventListener('input', () => library.searched());
   $('order').addEventListener('change', () => library.restart());
 }
 
