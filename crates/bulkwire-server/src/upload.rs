@@ -695,7 +695,7 @@ impl Ingest {
         let records = self
             .state
             .meta
-            .insert(files, &self.state.node, quota)
+            .insert(files, &self.state.node, quota, None)
             .await?;
         // The insert ended these leases in its transaction. Files begun and
         // then dropped (an empty file input, an unreferenced attachment)

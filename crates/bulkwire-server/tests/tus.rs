@@ -596,7 +596,7 @@ async fn leave_hash_at_start(h: &Harness, id: &str, fresh: &str, edit: impl FnOn
     edit(&mut st);
     row.state = st.to_string();
     assert!(meta
-        .upload_save(&row, None, Default::default())
+        .upload_save(&row, None, Default::default(), None)
         .await
         .unwrap()
         .is_some());
@@ -647,7 +647,7 @@ async fn a_row_left_behind_its_answer_is_caught_up_from_the_spool_note() {
         .srv
         .state
         .meta
-        .upload_save(&row, None, Default::default())
+        .upload_save(&row, None, Default::default(), None)
         .await
         .unwrap()
         .is_some());

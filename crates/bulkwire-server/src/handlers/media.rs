@@ -457,7 +457,7 @@ pub async fn delete(
     }
     let m = state
         .meta
-        .delete(id, who.owner(), &state.node)
+        .delete(id, who.owner(), &state.node, None)
         .await?
         .ok_or_else(not_found)?;
     match state.blobs.delete(&m.id).await {

@@ -5,10 +5,11 @@
 pub mod clients;
 
 use bulkwire_server::store::{
-    BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, FsBlobStore, Lease, LeaseStore,
-    ListQuery, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, NewToken,
-    Pending, PgMeta, Quota, S3BlobStore, S3Config, Spool, SpoolWriter, SqliteMeta, StoredUser,
-    Token, UploadRow, UploadStore, Usage, UserInfo, UserSet,
+    BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, Delivery, EventOf, EventStore,
+    FailedDelivery, FsBlobStore, Lease, LeaseStore, ListQuery, MediaRecord, MediaStore, MetaCore,
+    MetaError, MetaStore, NewEvent, NewMedia, NewToken, OutboxStats, Pending, PgMeta, Quota,
+    S3BlobStore, S3Config, Settle, Spool, SpoolWriter, SqliteMeta, StoredEvent, StoredUser, Token,
+    UploadRow, UploadStore, Usage, UserInfo, UserSet,
 };
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
@@ -322,10 +323,11 @@ impl MediaStore for FailingMeta {
         rows: Vec<NewMedia>,
         node: &'a str,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
         match &self.insert {
             Some(e) => fail(e),
-            None => self.inner.insert(rows, node, quota),
+            None => self.inner.insert(rows, node, quota, event),
         }
     }
     fn get<'a>(
@@ -346,8 +348,9 @@ impl MediaStore for FailingMeta {
         id: &'a str,
         owner: Option<&'a str>,
         node: &'a str,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        self.inner.delete(id, owner, node)
+        self.inner.delete(id, owner, node, event)
     }
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.inner.all_ids()
@@ -460,8 +463,9 @@ impl UploadStore for FailingMeta {
         row: UploadRow,
         max: usize,
         lease: Option<&'a str>,
+        event: Option<NewEvent>,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.upload_create(row, max, lease)
+        self.inner.upload_create(row, max, lease, event)
     }
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         self.inner.upload_get(id)
@@ -480,14 +484,78 @@ impl UploadStore for FailingMeta {
         row: &'a UploadRow,
         media: Option<NewMedia>,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
-        self.inner.upload_save(row, media, quota)
+        self.inner.upload_save(row, media, quota, event)
     }
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.upload_remove(id, gen)
+    fn upload_remove<'a>(
+        &'a self,
+        id: &'a str,
+        gen: i64,
+        event: Option<NewEvent>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.upload_remove(id, gen, event)
     }
     fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
         self.inner.upload_expired(limit)
+    }
+}
+
+impl EventStore for FailingMeta {
+    fn events<'a>(
+        &'a self,
+        after: i64,
+        owner: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<StoredEvent>, MetaError>> {
+        (self.inner.events(after, owner, limit))
+    }
+    fn deliveries_begin<'a>(&'a self, endpoint: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.deliveries_begin(endpoint)
+    }
+    fn deliveries_plan<'a>(
+        &'a self,
+        endpoint: &'a str,
+        kinds: &'a [String],
+        limit: usize,
+    ) -> BoxFut<'a, Result<usize, MetaError>> {
+        (self.inner.deliveries_plan(endpoint, kinds, limit))
+    }
+    fn deliveries_claim<'a>(
+        &'a self,
+        endpoint: &'a str,
+        node: &'a str,
+        lease: Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Delivery>, MetaError>> {
+        (self.inner.deliveries_claim(endpoint, node, lease, limit))
+    }
+    fn delivery_settle<'a>(
+        &'a self,
+        endpoint: &'a str,
+        seq: i64,
+        node: &'a str,
+        how: Settle,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        (self.inner.delivery_settle(endpoint, seq, node, how))
+    }
+    fn deliveries_failed(
+        &self,
+        limit: usize,
+    ) -> BoxFut<'_, Result<Vec<FailedDelivery>, MetaError>> {
+        (self.inner.deliveries_failed(limit))
+    }
+    fn deliveries_retry<'a>(
+        &'a self,
+        event_id: Option<&'a str>,
+    ) -> BoxFut<'a, Result<u64, MetaError>> {
+        (self.inner.deliveries_retry(event_id))
+    }
+    fn events_prune(&self, age: Duration) -> BoxFut<'_, Result<u64, MetaError>> {
+        (self.inner.events_prune(age))
+    }
+    fn outbox_stats(&self) -> BoxFut<'_, Result<OutboxStats, MetaError>> {
+        (self.inner.outbox_stats())
     }
 }
 

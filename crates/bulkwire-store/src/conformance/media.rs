@@ -18,6 +18,7 @@ async fn leased_insert(m: &dyn MetaStore, ids: &[&str], node: &str) -> Vec<Media
         ids.iter().map(|i| row(i)).collect(),
         node,
         crate::Quota::default(),
+        None,
     )
     .await
     .unwrap()
@@ -36,8 +37,11 @@ async fn rows(m: &dyn MetaStore) {
     let page = m.list(oldest.after(r[1].seq)).await.unwrap();
     assert_eq!(page[0], r[2]);
     // Delete leaves a lease on the id, for the blob, until released.
-    assert_eq!(m.delete(&a, None, &node).await.unwrap(), Some(r[0].clone()));
-    assert_eq!(m.delete(&a, None, &node).await.unwrap(), None);
+    assert_eq!(
+        m.delete(&a, None, &node, None).await.unwrap(),
+        Some(r[0].clone())
+    );
+    assert_eq!(m.delete(&a, None, &node, None).await.unwrap(), None);
     assert_eq!(m.get(&a, None).await.unwrap(), None);
     let j = format!("j-{}", new_id());
     let claimed = m.claim_expired(&j, Duration::ZERO, 1000).await.unwrap();
@@ -52,27 +56,27 @@ async fn insert_needs_its_own_lease(m: &dyn MetaStore) {
     let (a, b) = (new_id(), new_id());
     // No lease at all.
     assert!(m
-        .insert(vec![row(&a)], &node, crate::Quota::default())
+        .insert(vec![row(&a)], &node, crate::Quota::default(), None)
         .await
         .is_err());
     // One of two rows leased by another node: neither row is inserted.
     m.lease(&a, &node).await.unwrap();
     m.lease(&b, &other).await.unwrap();
     assert!(m
-        .insert(vec![row(&a), row(&b)], &node, crate::Quota::default())
+        .insert(vec![row(&a), row(&b)], &node, crate::Quota::default(), None)
         .await
         .is_err());
     assert_eq!(m.get(&a, None).await.unwrap(), None);
     assert_eq!(m.get(&b, None).await.unwrap(), None);
     // The failed insert did not end the lease it did hold.
-    m.insert(vec![row(&a)], &node, crate::Quota::default())
+    m.insert(vec![row(&a)], &node, crate::Quota::default(), None)
         .await
         .unwrap();
     m.release(&b, &other).await.unwrap();
     // A duplicate id fails and changes nothing.
     m.lease(&b, &node).await.unwrap();
     assert!(m
-        .insert(vec![row(&b), row(&a)], &node, crate::Quota::default())
+        .insert(vec![row(&b), row(&a)], &node, crate::Quota::default(), None)
         .await
         .is_err());
     assert_eq!(m.get(&b, None).await.unwrap(), None);

@@ -456,7 +456,10 @@ impl Append {
         let row = self.row_for(&st);
         let (meta, saved) = (self.state.meta.clone(), row.clone());
         self.prior_save = Some(tokio::spawn(async move {
-            match meta.upload_save(&saved, None, Default::default()).await {
+            match meta
+                .upload_save(&saved, None, Default::default(), None)
+                .await
+            {
                 Ok(Some(_)) => true,
                 Ok(None) => {
                     tracing::debug!(id = saved.id, "a newer writer took over");
@@ -504,7 +507,12 @@ impl Append {
         self.prior_saved().await;
         let row = self.row_for(&st);
         let quota = self.st.granted.quota();
-        match self.state.meta.upload_save(&row, media, quota).await? {
+        match self
+            .state
+            .meta
+            .upload_save(&row, media, quota, None)
+            .await?
+        {
             Some(rec) => {
                 self.row = row;
                 Ok(rec)
@@ -635,7 +643,7 @@ pub async fn complete_saved(
     row.open = false;
     row.expires = super::expires(state);
     let quota = st.granted.quota();
-    match state.meta.upload_save(&row, media, quota).await? {
+    match state.meta.upload_save(&row, media, quota, None).await? {
         Some(rec) => {
             if rec.is_some() {
                 let m = &state.metrics;

@@ -377,7 +377,7 @@ async fn create_run(
     let max = state.config.limits.open_uploads;
     if !state
         .meta
-        .upload_create(row, max, Some(&state.node))
+        .upload_create(row, max, Some(&state.node), None)
         .await?
     {
         // The lease, dropped unended, removes the spool.
@@ -692,7 +692,7 @@ async fn declare_length(
     row.state = st.to_json();
     match state
         .meta
-        .upload_save(&row, None, Default::default())
+        .upload_save(&row, None, Default::default(), None)
         .await?
     {
         Some(_) => Ok(()),
@@ -822,7 +822,7 @@ async fn terminate(state: &Arc<AppState>, id: &str, who: &Principal) -> Result<R
             .await
             .map_err(storage_error)?;
     }
-    state.meta.upload_remove(id, row.gen).await?;
+    state.meta.upload_remove(id, row.gen, None).await?;
     Ok(no_content())
 }
 
@@ -899,7 +899,10 @@ async fn concat_final(
         open: false,
         state: st.to_json(),
     };
-    state.meta.upload_create(row, usize::MAX, None).await?;
+    state
+        .meta
+        .upload_create(row, usize::MAX, None, None)
+        .await?;
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(state, h, &rec.id));
