@@ -107,6 +107,13 @@ pub struct Config {
     /// The application's own tokens (JWTs): where their keys come from and
     /// what their claims must say (see `crate::jwt`).
     pub auth: AuthKeys,
+    /// How long events are kept and how webhooks are delivered
+    /// (`crate::events`).
+    pub events: crate::events::EventsConfig,
+    /// Where events are POSTed, signed (`[[webhooks]]`).
+    pub webhooks: Vec<crate::events::Webhook>,
+    /// URLs asked before an upload is stored and before it commits.
+    pub hooks: crate::events::HooksConfig,
     pub limits: Limits,
 }
 
@@ -160,12 +167,22 @@ impl Default for Config {
             link_ttl: None,
             cors_origins: Vec::new(),
             auth: AuthKeys::default(),
+            events: Default::default(),
+            webhooks: Vec::new(),
+            hooks: Default::default(),
             limits: Limits::default(),
         }
     }
 }
 
 impl Config {
+    /// `[events]`, `[[webhooks]]` and `[hooks]`, each naming its fault.
+    pub fn validate_events(&self) -> Result<(), String> {
+        self.events.validate()?;
+        crate::events::config::validate_webhooks(&self.webhooks)?;
+        self.hooks.validate()
+    }
+
     /// `public_url` and `cors_origins` are origins: a scheme, a host, an
     /// optional port, nothing after (a path would be doubled in every URL).
     pub fn validate_urls(&self) -> Result<(), String> {
@@ -199,6 +216,7 @@ impl Config {
         // Each key alone: the CLI checks the whole after its flags and
         // variables (`AuthKeys::validate`).
         c.auth.validate_keys()?;
+        c.validate_events()?;
         Ok(c)
     }
 }

@@ -26,6 +26,7 @@ mod config;
 pub mod conns;
 pub mod cors;
 mod error;
+pub mod events;
 pub mod handlers;
 pub mod jwt;
 pub mod linger;

@@ -500,6 +500,9 @@ impl EventStore for MeteredMeta {
     fn outbox_stats(&self) -> BoxFut<'_, Result<OutboxStats, MetaError>> {
         timed(self.h(MetaOp::Events), self.inner.outbox_stats())
     }
+    fn events_head(&self) -> BoxFut<'_, Result<i64, MetaError>> {
+        timed(self.h(MetaOp::Events), self.inner.events_head())
+    }
 }
 
 struct MeteredBlobs {

@@ -41,6 +41,8 @@ pub struct AppState {
     /// Set at the first shutdown signal: `/readyz` answers 503 and new
     /// requests are refused while those in flight finish.
     pub draining: std::sync::atomic::AtomicBool,
+    /// Event wake-ups and counters (`crate::events`).
+    pub events: crate::events::Events,
 }
 
 impl AppState {
@@ -82,6 +84,7 @@ impl AppState {
             )),
             batches: crate::store::AlignedPool::new(batch_size(&config.limits)),
             draining: false.into(),
+            events: Default::default(),
             admitted: Default::default(),
             conns: Arc::new(crate::conns::Conns::new(
                 max_conns,

@@ -532,10 +532,19 @@ pub struct Ingest {
     /// One per file begun: dropped unended (the upload failed), each
     /// removes what its file left (`Lease`'s `Drop`).
     leases: Vec<Arc<Lease>>,
+    /// Where the upload comes from, for its `media.created` events.
+    origin: crate::events::Origin,
+    /// What those events carry besides the row (a resumable upload's
+    /// `metadata`; a form's `fields` are added at the commit).
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Ingest {
-    pub fn new(state: &Arc<AppState>, who: &crate::principal::Principal) -> Ingest {
+    pub fn new(
+        state: &Arc<AppState>,
+        who: &crate::principal::Principal,
+        origin: crate::events::Origin,
+    ) -> Ingest {
         Ingest {
             state: state.clone(),
             who: who.clone(),
@@ -543,7 +552,14 @@ impl Ingest {
             fields: Vec::new(),
             field_bytes: 0,
             leases: Vec::new(),
+            origin,
+            extra: Default::default(),
         }
+    }
+
+    /// Adds `key` to what the upload's `media.created` events carry.
+    pub fn describe_event(&mut self, key: &str, value: serde_json::Value) {
+        self.extra.insert(key.to_string(), value);
     }
 
     /// Starts a file. `filename` and `content_type` are the client's words:
@@ -692,11 +708,17 @@ impl Ingest {
         let n = files.len();
         let ids: std::collections::HashSet<String> = files.iter().map(|f| f.id.clone()).collect();
         let quota = self.who.quota;
+        let mut extra = std::mem::take(&mut self.extra);
+        if self.origin.format == "multipart" {
+            extra.extend(crate::events::fields_json(&self.fields));
+        }
+        let event = crate::events::media_created(&self.state, &self.origin, extra);
         let records = self
             .state
             .meta
-            .insert(files, &self.state.node, quota, None)
+            .insert(files, &self.state.node, quota, Some(event))
             .await?;
+        self.state.events.written("media.created", records.len());
         // The insert ended these leases in its transaction. Files begun and
         // then dropped (an empty file input, an unreferenced attachment)
         // were not inserted: their leases drop unended and clean up.

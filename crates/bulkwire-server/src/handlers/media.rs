@@ -450,6 +450,7 @@ pub async fn delete(
     state: &Arc<AppState>,
     id: &str,
     who: &Principal,
+    origin: &crate::events::Origin,
 ) -> Result<Response, ApiError> {
     let not_found = || ApiError::new(Kind::NotFound, "no such media");
     if !is_id(id) {
@@ -457,9 +458,15 @@ pub async fn delete(
     }
     let m = state
         .meta
-        .delete(id, who.owner(), &state.node, None)
+        .delete(
+            id,
+            who.owner(),
+            &state.node,
+            Some(crate::events::media_deleted(state, origin)),
+        )
         .await?
         .ok_or_else(not_found)?;
+    state.events.written("media.deleted", 1);
     match state.blobs.delete(&m.id).await {
         Ok(()) => {
             if let Err(e) = state.meta.release(&m.id, &state.node).await {

@@ -11,6 +11,7 @@
 //! | `GET`, `HEAD /v1/media/{id}` | [`media::download`] |
 //! | `DELETE /v1/media/{id}` | [`media::delete`] |
 //! | `GET`, `HEAD /v1/me` | [`me::answer`] (who the credentials name) |
+//! | `GET`, `HEAD /v1/events` | [`crate::events::feed::answer`] (the event feed) |
 //! | `POST /soap`, `GET /soap?wsdl` | [`soap::route`] (SOAP 1.1/1.2, MTOM) |
 //! | `POST /xmlrpc` (alias `/xmlrpc.php`) | [`xmlrpc::call`] (WordPress media API) |
 //! | `/v1/uploads`, `/v1/uploads/{id}` | [`tus::route`] (tus 1.0, IETF resumable uploads) |
@@ -159,6 +160,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         "/metrics" if get => {
             let mut t = state.metrics.render();
             state.auth.render_metrics(&mut t);
+            state.events.stats.render(&mut t);
             return response::text(StatusCode::OK, "text/plain; version=0.0.4", t);
         }
         "/healthz" | "/readyz" | "/metrics" => {
@@ -196,6 +198,18 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
             let rest = rest.to_string();
             return tus::route(state, req, &rest).await;
         }
+    }
+    if path == "/v1/events" {
+        return match identify(state, &req).await {
+            Ok(_) if !get => {
+                let e = ApiError::method_not_allowed(m, "GET, HEAD");
+                reject(state, req, e)
+            }
+            Ok(who) => crate::events::feed::answer(state, &who, req.uri().query())
+                .await
+                .unwrap_or_else(|e| reject(state, req, e)),
+            Err(e) => reject(state, req, e),
+        };
     }
     if path == "/v1/me" {
         return match identify(state, &req).await {
@@ -299,7 +313,10 @@ async fn media_route(
         (m @ (Method::GET | Method::HEAD), false) => {
             media::download(state, &m, tail, req.headers(), who.owner()).await
         }
-        (Method::DELETE, false) => media::delete(state, tail, who).await,
+        (Method::DELETE, false) => {
+            let origin = crate::events::Origin::of(state, "rest", req.headers(), req.extensions());
+            media::delete(state, tail, who, &origin).await
+        }
         (m, collection) => {
             let allow = match collection {
                 true => "GET, HEAD, POST",

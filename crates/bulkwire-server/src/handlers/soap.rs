@@ -154,7 +154,8 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
         }
     };
     crate::access::set_principal(&parts.extensions, &who.name);
-    let result = run(state, &ct, &parts.headers, &mut reader, &who).await;
+    let origin = crate::events::Origin::of(state, FORMAT, &parts.headers, &parts.extensions);
+    let result = run(state, &ct, &parts.headers, &mut reader, &who, origin).await;
     finish(state, version, &reader, result)
 }
 
@@ -178,6 +179,7 @@ async fn run(
     headers: &HeaderMap,
     reader: &mut BodyReader,
     who: &Principal,
+    origin: crate::events::Origin,
 ) -> Result<(SoapVersion, Uploaded), ApiError> {
     let limits = &state.config.limits;
     check_declared_length(headers, "body_bytes", limits.body_bytes)?;
@@ -186,7 +188,7 @@ async fn run(
     let _admission = admit(state, reader.progress(), extra_reserve(&xop)).await?;
     let staging = Staging::new(limits.soap_early_attachments);
     let mut parser = Parser::new(ct, select(), xop, staging).map_err(codec_error)?;
-    let mut ingest = Ingest::new(state, who);
+    let mut ingest = Ingest::new(state, who, origin);
     let mut files = Files::default();
     loop {
         let chunk = reader.next().await?;

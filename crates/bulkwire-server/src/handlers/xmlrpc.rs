@@ -413,7 +413,8 @@ impl Call<'_> {
             // the items can be checked before the bits (the commit checks
             // both exactly).
             crate::upload::check_quota(self.ctx.state, &who, None, 1).await?;
-            self.ingest = Some(Ingest::new(self.ctx.state, &who));
+            let origin = self.ctx.origin(FORMAT);
+            self.ingest = Some(Ingest::new(self.ctx.state, &who, origin));
             self.logged_in = true;
             self.unauthenticated = None;
             return Ok(true);

@@ -508,7 +508,7 @@ impl EventStore for FailingMeta {
         owner: Option<&'a str>,
         limit: usize,
     ) -> BoxFut<'a, Result<Vec<StoredEvent>, MetaError>> {
-        (self.inner.events(after, owner, limit))
+        self.inner.events(after, owner, limit)
     }
     fn deliveries_begin<'a>(&'a self, endpoint: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         self.inner.deliveries_begin(endpoint)
@@ -519,7 +519,7 @@ impl EventStore for FailingMeta {
         kinds: &'a [String],
         limit: usize,
     ) -> BoxFut<'a, Result<usize, MetaError>> {
-        (self.inner.deliveries_plan(endpoint, kinds, limit))
+        self.inner.deliveries_plan(endpoint, kinds, limit)
     }
     fn deliveries_claim<'a>(
         &'a self,
@@ -528,7 +528,7 @@ impl EventStore for FailingMeta {
         lease: Duration,
         limit: usize,
     ) -> BoxFut<'a, Result<Vec<Delivery>, MetaError>> {
-        (self.inner.deliveries_claim(endpoint, node, lease, limit))
+        self.inner.deliveries_claim(endpoint, node, lease, limit)
     }
     fn delivery_settle<'a>(
         &'a self,
@@ -537,25 +537,28 @@ impl EventStore for FailingMeta {
         node: &'a str,
         how: Settle,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
-        (self.inner.delivery_settle(endpoint, seq, node, how))
+        self.inner.delivery_settle(endpoint, seq, node, how)
     }
     fn deliveries_failed(
         &self,
         limit: usize,
     ) -> BoxFut<'_, Result<Vec<FailedDelivery>, MetaError>> {
-        (self.inner.deliveries_failed(limit))
+        self.inner.deliveries_failed(limit)
     }
     fn deliveries_retry<'a>(
         &'a self,
         event_id: Option<&'a str>,
     ) -> BoxFut<'a, Result<u64, MetaError>> {
-        (self.inner.deliveries_retry(event_id))
+        self.inner.deliveries_retry(event_id)
     }
     fn events_prune(&self, age: Duration) -> BoxFut<'_, Result<u64, MetaError>> {
-        (self.inner.events_prune(age))
+        self.inner.events_prune(age)
     }
     fn outbox_stats(&self) -> BoxFut<'_, Result<OutboxStats, MetaError>> {
-        (self.inner.outbox_stats())
+        self.inner.outbox_stats()
+    }
+    fn events_head(&self) -> BoxFut<'_, Result<i64, MetaError>> {
+        self.inner.events_head()
     }
 }
 

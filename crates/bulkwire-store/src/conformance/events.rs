@@ -38,7 +38,12 @@ async fn last_seq(m: &dyn MetaStore) -> i64 {
         let page = m.events(after, None, 1000).await.unwrap();
         match page.last() {
             Some(s) => after = s.seq,
-            None => return after,
+            None => {
+                // The head is the same last event, in one lookup (other
+                // tests may write meanwhile: never behind it).
+                assert!(m.events_head().await.unwrap() >= after);
+                return after;
+            }
         }
     }
 }
@@ -303,6 +308,13 @@ async fn failed_retried_and_pruned(m: &dyn MetaStore) {
     emit(m, &item, "upload.created").await;
     plan_all(m, &endpoint, &all).await;
     let d = m.deliveries_claim(&endpoint, "a", lease, 10).await.unwrap();
+    let waiting = m.outbox_stats().await.unwrap();
+    assert!(waiting.pending >= 1, "{waiting:?}");
+    assert!(
+        waiting.oldest_pending_s <= waiting.oldest_age_s,
+        "{waiting:?}"
+    );
+    assert!(m.events_head().await.unwrap() >= d[0].seq);
     let fail = Settle::Failed {
         error: "connection refused".into(),
     };

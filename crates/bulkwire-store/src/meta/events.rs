@@ -134,6 +134,9 @@ pub struct OutboxStats {
     /// Seconds since the oldest event kept was written.
     pub oldest_age_s: u64,
     pub pending: u64,
+    /// Seconds since the oldest event still waiting for a delivery was
+    /// written (0 when none waits): a receiver that is down shows here.
+    pub oldest_pending_s: u64,
     pub failed: u64,
 }
 
@@ -204,4 +207,8 @@ pub trait EventStore: Send + Sync + 'static {
     fn events_prune(&self, age: Duration) -> BoxFut<'_, Result<u64, MetaError>>;
 
     fn outbox_stats(&self) -> BoxFut<'_, Result<OutboxStats, MetaError>>;
+
+    /// The last event's `seq` (0 when there is none): one index lookup, for
+    /// long-polling readers to learn cheaply that there is something new.
+    fn events_head(&self) -> BoxFut<'_, Result<i64, MetaError>>;
 }

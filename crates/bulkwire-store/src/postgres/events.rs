@@ -65,7 +65,10 @@ const PRUNE_DELIVERIES: &str = "DELETE FROM deliveries WHERE state = 'delivered'
 const STATS: &str = "SELECT (SELECT count(*) FROM events),
         COALESCE(floor(extract(epoch FROM now() - (SELECT min(created) FROM events)))::bigint, 0),
         (SELECT count(*) FROM deliveries WHERE state = 'pending'),
-        (SELECT count(*) FROM deliveries WHERE state = 'failed')";
+        (SELECT count(*) FROM deliveries WHERE state = 'failed'),
+        COALESCE(floor(extract(epoch FROM now() - (SELECT min(e.created)
+            FROM deliveries d JOIN events e ON e.seq = d.seq WHERE d.state = 'pending')))::bigint, 0)";
+const HEAD: &str = "SELECT COALESCE(max(seq), 0)::bigint FROM events";
 
 /// Takes the insert lock, before the transaction's first row lock: every
 /// transaction that writes an event commits in `seq` order, and none waits
@@ -283,7 +286,16 @@ impl EventStore for PgMeta {
                 oldest_age_s: n(1)?,
                 pending: n(2)?,
                 failed: n(3)?,
+                oldest_pending_s: n(4)?,
             })
+        })
+    }
+
+    fn events_head(&self) -> BoxFut<'_, Result<i64, MetaError>> {
+        Box::pin(async move {
+            let r = self.query(HEAD, &[]).await?;
+            let r = r.first().ok_or_else(|| MetaError::new("no head"))?;
+            r.try_get::<_, i64>(0).map_err(db)
         })
     }
 }

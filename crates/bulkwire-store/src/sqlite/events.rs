@@ -284,12 +284,27 @@ impl EventStore for SqliteMeta {
                 c.prepare_cached("SELECT count(*) FROM deliveries WHERE state = ?1")?
                     .query_row([state], |r| r.get(0))
             };
+            let waiting: Option<i64> = c
+                .prepare_cached(
+                    "SELECT min(e.created) FROM deliveries d JOIN events e ON e.seq = d.seq
+                     WHERE d.state = 'pending'",
+                )?
+                .query_row([], |r| r.get(0))?;
+            let age = |t: Option<i64>| t.map_or(0, |o| (now() - o).max(0) as u64);
             Ok(OutboxStats {
                 events: events.max(0) as u64,
-                oldest_age_s: oldest.map_or(0, |o| (now() - o).max(0) as u64),
+                oldest_age_s: age(oldest),
                 pending: count("pending")?.max(0) as u64,
+                oldest_pending_s: age(waiting),
                 failed: count("failed")?.max(0) as u64,
             })
+        })
+    }
+
+    fn events_head(&self) -> BoxFut<'_, Result<i64, MetaError>> {
+        self.with(|c| {
+            c.prepare_cached("SELECT COALESCE(max(seq), 0) FROM events")?
+                .query_row([], |r| r.get(0))
         })
     }
 }

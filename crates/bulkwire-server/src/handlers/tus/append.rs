@@ -49,6 +49,8 @@ pub struct Want {
     pub complete_at_end: bool,
     /// The body's declared length (`Content-Length`), if any.
     pub body_len: Option<u64>,
+    /// The request, for the events of a completion.
+    pub origin: crate::events::Origin,
 }
 
 /// Batch size for a body's first and last `write_batch` bytes. Nothing
@@ -101,6 +103,8 @@ pub struct Append {
     /// saves wait for it, so that they land in order. True if it saved.
     prior_save: Option<JoinHandle<bool>>,
     guard: WriterGuard,
+    /// The request writing, for the events of a completion.
+    origin: crate::events::Origin,
 }
 
 impl Append {
@@ -159,6 +163,7 @@ impl Append {
             body_broke: false,
             prior_save,
             guard,
+            origin: want.origin.clone(),
         })
     }
 
@@ -605,7 +610,8 @@ impl Append {
         let h = self.settle_hash().await?;
         self.writer.finish().await.map_err(storage_error)?;
         let sha256 = hex::encode(h.file.finalize());
-        complete_saved(&self.state, self.row.clone(), &mut self.st, sha256).await
+        let origin = self.origin.clone();
+        complete_saved(&self.state, self.row.clone(), &mut self.st, sha256, &origin).await
     }
 }
 
@@ -617,6 +623,7 @@ pub async fn complete_saved(
     mut row: UploadRow,
     st: &mut UploadState,
     sha256: String,
+    origin: &crate::events::Origin,
 ) -> Result<Option<MediaRecord>, ApiError> {
     st.complete = true;
     st.media = !st.is_partial();
@@ -643,12 +650,23 @@ pub async fn complete_saved(
     row.open = false;
     row.expires = super::expires(state);
     let quota = st.granted.quota();
-    match state.meta.upload_save(&row, media, quota, None).await? {
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "metadata".into(),
+        super::metadata_json(st.metadata.as_deref()),
+    );
+    let event = crate::events::media_created(state, origin, extra);
+    match state
+        .meta
+        .upload_save(&row, media, quota, Some(event))
+        .await?
+    {
         Some(rec) => {
             if rec.is_some() {
                 let m = &state.metrics;
                 m.files_stored
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                state.events.written("media.created", 1);
             }
             Ok(rec)
         }

@@ -33,6 +33,7 @@ use self::proto::{Concat, Proto};
 use self::state::{gone, ConcatState, UploadState};
 use crate::admission::admit;
 use crate::error::{ApiError, Kind};
+use crate::events::Origin;
 use crate::principal::{Principal, Scopes};
 use crate::response::{self, empty, Response};
 use crate::state::AppState;
@@ -72,6 +73,11 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
     };
     let id = rest.strip_prefix('/').unwrap_or("").to_string();
     let m = req.method().clone();
+    let fmt = match proto {
+        Proto::Tus => FORMAT,
+        Proto::Ietf(_) => "ietf",
+    };
+    let origin = Origin::of(state, fmt, req.headers(), req.extensions());
     // Another owner's upload is answered as a missing one, on every method.
     let on_upload = matches!(m, Method::HEAD | Method::PATCH | Method::DELETE);
     if !id.is_empty() && on_upload {
@@ -80,13 +86,13 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
         }
     }
     match (m, id.is_empty()) {
-        (Method::POST, true) => create(state, req, proto, &who).await,
+        (Method::POST, true) => create(state, req, proto, &who, &origin).await,
         (Method::HEAD, false) => {
-            let r = head(state, &id, proto, req.headers(), &who).await;
+            let r = head(state, &id, proto, req.headers(), &who, &origin).await;
             answer(state, r, proto)
         }
-        (Method::PATCH, false) => patch(state, req, &id, proto).await,
-        (Method::DELETE, false) => answer(state, terminate(state, &id, &who).await, proto),
+        (Method::PATCH, false) => patch(state, req, &id, proto, &origin).await,
+        (Method::DELETE, false) => answer(state, terminate(state, &id, &who, &origin).await, proto),
         (m, collection) => {
             let allow = match collection {
                 true => "POST, OPTIONS",
@@ -310,10 +316,11 @@ async fn create(
     req: Request<Incoming>,
     proto: Proto,
     who: &Principal,
+    origin: &Origin,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let r = create_run(state, &parts.headers, proto, who, &mut reader).await;
+    let r = create_run(state, &parts.headers, proto, who, &mut reader, origin).await;
     let counted = r.as_ref().map_or(true, |(_, appended)| *appended);
     let r = r.map(|(r, _)| r);
     if counted {
@@ -334,6 +341,7 @@ async fn create_run(
     proto: Proto,
     who: &Principal,
     reader: &mut BodyReader,
+    origin: &Origin,
 ) -> Result<(Response, bool), ApiError> {
     let c = parse_creation(state, h, proto)?;
     // What the credential allows, before a byte of storage is taken.
@@ -347,7 +355,7 @@ async fn create_run(
         }
     }
     if let Some(Concat::Final(ids)) = &c.concat {
-        let r = concat_final(state, h, &c, ids, who, reader).await?;
+        let r = concat_final(state, h, &c, ids, who, reader, origin).await?;
         return Ok((r, true));
     }
     // A partial upload is not an item of its own (its concatenation is).
@@ -375,9 +383,10 @@ async fn create_run(
         state: st.to_json(),
     };
     let max = state.config.limits.open_uploads;
+    let event = created_event(state, origin, &id, &who.name, &c);
     if !state
         .meta
-        .upload_create(row, max, Some(&state.node), None)
+        .upload_create(row, max, Some(&state.node), Some(event))
         .await?
     {
         // The lease, dropped unended, removes the spool.
@@ -393,6 +402,7 @@ async fn create_run(
     }
     // The row names the spool now: its insert ended the lease.
     lease.end();
+    state.events.written("upload.created", 1);
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(state, h, &id));
@@ -403,6 +413,7 @@ async fn create_run(
             checksum: None,
             complete_at_end: c.complete,
             body_len: content_length(h),
+            origin: origin.clone(),
         };
         match append_to(state, &id, 0, want, reader).await {
             Ok((o, complete)) => {
@@ -414,7 +425,7 @@ async fn create_run(
             Err(e) => {
                 // The client never learns the upload's URL: nothing of it
                 // may stay (nor count against open_uploads).
-                if let Err(t) = terminate(state, &id, who).await {
+                if let Err(t) = terminate(state, &id, who, origin).await {
                     tracing::warn!(id, "removing a failed creation: {t} (it expires)");
                 }
                 return Err(e);
@@ -422,7 +433,7 @@ async fn create_run(
         }
     } else if c.length == Some(0) {
         // Nothing to wait for: an empty file is complete at once.
-        recover_completion(state, &id).await?;
+        recover_completion(state, &id, origin).await?;
         offset = Some(0);
         set(&mut r, "link", media_link(state, h, &id));
     } else if proto != Proto::Tus {
@@ -581,10 +592,16 @@ pub(super) fn mismatch(at: u64) -> ApiError {
 }
 
 /// `PATCH /v1/uploads/{id}`.
-async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: Proto) -> Response {
+async fn patch(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    id: &str,
+    proto: Proto,
+    origin: &Origin,
+) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let r = patch_run(state, &parts.headers, id, proto, &mut reader).await;
+    let r = patch_run(state, &parts.headers, id, proto, &mut reader, origin).await;
     // A mismatch answers with the offset to resume from.
     let at = match &r {
         Err(e) if e.kind == Kind::Conflict => current_offset(state, id).await,
@@ -620,6 +637,7 @@ async fn patch_run(
     id: &str,
     proto: Proto,
     reader: &mut BodyReader,
+    origin: &Origin,
 ) -> Result<(u64, bool), ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
@@ -658,6 +676,7 @@ async fn patch_run(
         checksum,
         complete_at_end,
         body_len: content_length(h),
+        origin: origin.clone(),
     };
     append_to(state, id, offset, want, reader).await
 }
@@ -707,6 +726,7 @@ async fn head(
     proto: Proto,
     h: &HeaderMap,
     who: &Principal,
+    origin: &Origin,
 ) -> Result<Response, ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
@@ -729,7 +749,7 @@ async fn head(
         return Err(gone(id));
     }
     if !st.complete && st.length == Some(st.offset()) {
-        st = recover_completion(state, id).await?;
+        st = recover_completion(state, id, origin).await?;
     }
     let mut r = status_answer(proto, st.offset(), st.length, st.complete);
     r.headers_mut().insert(
@@ -779,7 +799,11 @@ fn status_answer(proto: Proto, offset: u64, length: Option<u64>, complete: bool)
 
 /// Finishes an upload whose last byte was saved by a node that died (or
 /// failed) before it finished the blob: idempotent on the store's side.
-async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadState, ApiError> {
+async fn recover_completion(
+    state: &Arc<AppState>,
+    id: &str,
+    origin: &Origin,
+) -> Result<UploadState, ApiError> {
     let _guard = state.writers.take(id).await;
     let (row, mut st) = claim_row(state, id).await?;
     if st.complete || st.length != Some(st.offset()) {
@@ -794,14 +818,19 @@ async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadSta
         .await
         .map_err(storage_error)?;
     let sha = hex::encode(sha2::Digest::finalize(h));
-    complete_saved(state, row, &mut st, sha).await?;
+    complete_saved(state, row, &mut st, sha, origin).await?;
     Ok(st)
 }
 
 /// `DELETE /v1/uploads/{id}` (tus termination, IETF cancellation): the
 /// writer, if any, is stopped; the bytes go, then the row. A finished
 /// upload's media item goes with it.
-async fn terminate(state: &Arc<AppState>, id: &str, who: &Principal) -> Result<Response, ApiError> {
+async fn terminate(
+    state: &Arc<AppState>,
+    id: &str,
+    who: &Principal,
+    origin: &Origin,
+) -> Result<Response, ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
     }
@@ -810,7 +839,7 @@ async fn terminate(state: &Arc<AppState>, id: &str, who: &Principal) -> Result<R
     if st.media {
         // A finished upload is an item: removing it takes `delete`.
         who.require(Scopes::DELETE)?;
-        match super::media::delete(state, id, who).await {
+        match super::media::delete(state, id, who, origin).await {
             Ok(_) => {}
             Err(e) if e.kind == Kind::NotFound => {}
             Err(e) => return Err(e),
@@ -818,11 +847,22 @@ async fn terminate(state: &Arc<AppState>, id: &str, who: &Principal) -> Result<R
     } else {
         state
             .blobs
-            .spool_abort(id, st.spool)
+            .spool_abort(id, st.spool.clone())
             .await
             .map_err(storage_error)?;
     }
-    state.meta.upload_remove(id, row.gen, None).await?;
+    // An unfinished upload ends here; a finished one's item went above
+    // (`media.deleted`) and its row is only its record.
+    let event = (!st.media).then(|| {
+        let mut data = serde_json::Map::new();
+        data.insert("offset".into(), st.offset().into());
+        data.insert("length".into(), st.length.into());
+        crate::events::upload_event(state, origin, "upload.terminated", id, &row.owner, data)
+    });
+    let ended = event.is_some();
+    if state.meta.upload_remove(id, row.gen, event).await? && ended {
+        state.events.written("upload.terminated", 1);
+    }
     Ok(no_content())
 }
 
@@ -837,6 +877,7 @@ async fn concat_final(
     ids: &[String],
     who: &Principal,
     reader: &mut BodyReader,
+    origin: &Origin,
 ) -> Result<Response, ApiError> {
     let l = &state.config.limits;
     let mut parts = Vec::with_capacity(ids.len());
@@ -866,7 +907,8 @@ async fn concat_final(
     let _admission = admit(state, reader.progress(), 0).await?;
     let filename = c.filename.clone().or_else(|| parts[0].1.filename.clone());
     let filetype = c.filetype.clone().or_else(|| parts[0].1.filetype.clone());
-    let mut ingest = Ingest::new(state, who);
+    let mut ingest = Ingest::new(state, who, origin.clone());
+    ingest.describe_event("metadata", metadata_json(c.metadata.as_deref()));
     let mut sink = ingest
         .begin_file(None, filename, filetype.as_deref())
         .await?;
@@ -909,4 +951,40 @@ async fn concat_final(
     set(&mut r, "upload-offset", rec.size);
     set(&mut r, "link", media_link(state, h, &rec.id));
     Ok(r)
+}
+
+/// `upload.created`: the declared length (null when deferred), the
+/// metadata, and whether it is a partial upload of a concatenation.
+fn created_event(
+    state: &AppState,
+    origin: &Origin,
+    id: &str,
+    owner: &str,
+    c: &Creation,
+) -> crate::store::NewEvent {
+    let mut data = serde_json::Map::new();
+    data.insert("length".into(), c.length.into());
+    data.insert("metadata".into(), metadata_json(c.metadata.as_deref()));
+    data.insert(
+        "partial".into(),
+        matches!(c.concat, Some(Concat::Partial)).into(),
+    );
+    crate::events::upload_event(state, origin, "upload.created", id, owner, data)
+}
+
+/// `Upload-Metadata` as a JSON object: each key with its value decoded
+/// (UTF-8, or lossily), or null for a key without one. The header was
+/// checked at creation; an unreadable one (never stored) is `{}`.
+pub(crate) fn metadata_json(header: Option<&str>) -> serde_json::Value {
+    let pairs = header
+        .and_then(|m| proto::metadata(m, usize::MAX).ok())
+        .unwrap_or_default();
+    let o: serde_json::Map<String, serde_json::Value> = pairs
+        .into_iter()
+        .map(|(k, v)| {
+            let v = v.map(|b| String::from_utf8_lossy(&b).into_owned());
+            (k, v.into())
+        })
+        .collect();
+    serde_json::Value::Object(o)
 }

@@ -176,6 +176,17 @@ pub struct Ctx<'a> {
     pub extensions: &'a http::Extensions,
 }
 
+impl Ctx<'_> {
+    /// Where this call's changes come from, for their events.
+    pub fn origin(&self, format: &'static str) -> crate::events::Origin {
+        crate::events::Origin {
+            format,
+            request_id: crate::access::request_id(self.extensions),
+            base: self.base.to_string(),
+        }
+    }
+}
+
 pub fn no_method(name: &str) -> Fault {
     Fault::new(
         Fault::METHOD_NOT_FOUND,
@@ -374,7 +385,7 @@ async fn delete_post(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
         .get(3)
         .and_then(text)
         .ok_or_else(|| invalid_params("post_id is required"))?;
-    match crate::handlers::media::delete(ctx.state, &id, &who).await {
+    match crate::handlers::media::delete(ctx.state, &id, &who, &ctx.origin("xmlrpc")).await {
         Ok(_) => Ok(Value::Bool(true)),
         Err(e) if e.kind == crate::Kind::NotFound => {
             Err(Fault::new(404, "Invalid post ID.").into())
