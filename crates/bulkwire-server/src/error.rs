@@ -48,6 +48,9 @@ pub enum Kind {
     Checksum,
     /// A per-client count is reached (429).
     TooMany,
+    /// The application's hook said no (`crate::hooks`): its status, 403
+    /// unless it named another.
+    Refused,
 }
 
 impl Kind {
@@ -73,6 +76,7 @@ impl Kind {
             Kind::Precondition => "precondition_failed",
             Kind::Checksum => "checksum_mismatch",
             Kind::TooMany => "too_many",
+            Kind::Refused => "refused",
         }
     }
 
@@ -97,6 +101,7 @@ impl Kind {
             // tus 1.0 checksum extension: "460 Checksum Mismatch".
             Kind::Checksum => StatusCode::from_u16(460).unwrap_or(StatusCode::BAD_REQUEST),
             Kind::TooMany => StatusCode::TOO_MANY_REQUESTS,
+            Kind::Refused => StatusCode::FORBIDDEN,
         }
     }
 }
@@ -114,6 +119,8 @@ pub struct ApiError {
     /// Seconds for `Retry-After`, where the kind's default does not fit (a
     /// throttled login's wait).
     pub retry_after: Option<u64>,
+    /// The status a hook's refusal named, over the kind's.
+    pub refused_with: Option<StatusCode>,
 }
 
 impl ApiError {
@@ -124,6 +131,7 @@ impl ApiError {
             limit: None,
             allow: None,
             retry_after: None,
+            refused_with: None,
         }
     }
 
@@ -150,6 +158,7 @@ impl ApiError {
             limit: Some((name, value)),
             allow: None,
             retry_after: None,
+            refused_with: None,
         }
     }
 
@@ -164,6 +173,7 @@ impl ApiError {
             limit: Some((name, value)),
             allow: None,
             retry_after: None,
+            refused_with: None,
         }
     }
 
@@ -186,6 +196,7 @@ impl ApiError {
             limit: Some((o.limit, o.value)),
             allow: None,
             retry_after: None,
+            refused_with: None,
         }
     }
 
@@ -194,7 +205,19 @@ impl ApiError {
     }
 
     pub fn status(&self) -> StatusCode {
-        self.kind.status()
+        self.refused_with.unwrap_or(self.kind.status())
+    }
+
+    /// A hook's refusal: its status (a 4xx or 5xx; anything else is 403)
+    /// and its message, as the client is to see them.
+    pub fn refused(status: u16, message: impl Into<String>) -> Self {
+        let s = StatusCode::from_u16(status)
+            .ok()
+            .filter(|s| s.is_client_error() || s.is_server_error());
+        ApiError {
+            refused_with: Some(s.unwrap_or(StatusCode::FORBIDDEN)),
+            ..ApiError::new(Kind::Refused, message)
+        }
     }
 
     /// Label for the `rejected` metric: the kind, and for a limit its name.

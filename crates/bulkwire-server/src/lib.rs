@@ -28,6 +28,7 @@ pub mod cors;
 mod error;
 pub mod events;
 pub mod handlers;
+pub mod hooks;
 pub mod jwt;
 pub mod linger;
 pub mod links;

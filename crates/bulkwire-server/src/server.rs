@@ -157,7 +157,10 @@ impl Server {
             .secret(crate::links::KEY_NAME, crate::links::Links::fresh_key())
             .await
             .map_err(|e| io::Error::other(format!("metadata store: link key: {e}")))?;
-        let state = Arc::new(AppState::new(config, auth, blobs, meta, node, link_key));
+        let hooks = crate::hooks::Hooks::new(&config.hooks).map_err(io::Error::other)?;
+        let state = Arc::new(AppState::new(
+            config, auth, blobs, meta, node, link_key, hooks,
+        ));
         if let Some(jwt) = &state.auth.jwt {
             state.metrics.attach_jwt(jwt.stats().clone());
         }

@@ -72,6 +72,8 @@ pub struct Origin {
     pub request_id: Option<String>,
     /// Scheme and authority links start with (`crate::response::base_url`).
     pub base: String,
+    /// The client's address (for hooks).
+    pub client: Option<std::net::IpAddr>,
 }
 
 impl Origin {
@@ -86,6 +88,7 @@ impl Origin {
             format,
             request_id: crate::access::request_id(ext),
             base: crate::response::base_url(&state.config, headers),
+            client: crate::access::client(ext),
         }
     }
 }

@@ -10,7 +10,6 @@
 //! is skipped.
 
 use super::finish_upload;
-use crate::admission::admit;
 use crate::error::{ApiError, Kind};
 use crate::events::Origin;
 use crate::principal::Principal;
@@ -107,9 +106,12 @@ async fn run(
     // them before the first byte.
     let declared = declared_length(headers);
     check_quota(state, who, declared, 1).await?;
-    let _admission = admit(state, reader.progress(), 0).await?;
     let mut parser = Parser::new(boundary.as_bytes(), Subtype::FormData, limits.multipart())?;
     let mut ingest = Ingest::new(state, who, origin);
+    // Admitted at the first file part, once the pre_create hook has seen
+    // its headers and the fields before it: the fields and part headers
+    // read meanwhile are bounded by their own limits.
+    ingest.admit_at_first_file(reader.progress(), 0, declared);
     let mut cur = Current::None;
     let mut capacity = parser.buffer_capacity();
     loop {

@@ -242,6 +242,48 @@ fn disposition(m: &MediaRecord) -> String {
     format!("{kind}; filename=\"{ascii}\"; filename*=UTF-8''{enc}")
 }
 
+/// `GET`/`HEAD /v1/finishing/{id}?exp=…&sig=…`: the bytes of an upload
+/// whose `pre_finish` hook runs now (`crate::hooks`), for that hook to
+/// read: 403 for a bad or expired link, 404 once the hook has answered.
+pub async fn finishing(
+    state: &Arc<AppState>,
+    method: &Method,
+    id: &str,
+    query: &str,
+) -> Result<Response, ApiError> {
+    state.links.verify_finishing(id, query).map_err(|r| {
+        let m = match r {
+            crate::links::Refused::Bad => "invalid link",
+            crate::links::Refused::Expired => "expired link",
+        };
+        ApiError::new(Kind::Forbidden, m)
+    })?;
+    let (size, content_type) = state.finishing.get(id).ok_or_else(|| {
+        ApiError::new(Kind::NotFound, "no upload waiting for its pre_finish hook")
+    })?;
+    let body = match method == Method::HEAD || size == 0 {
+        true => empty(),
+        false => {
+            let s = state.blobs.open(id, 0, size).await.map_err(open_error)?;
+            CountingBody {
+                stream: s,
+                state: state.clone(),
+            }
+            .boxed_unsync()
+        }
+    };
+    let mut r = Response::new(body);
+    let hs = r.headers_mut();
+    hs.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    hs.insert(header::CONTENT_TYPE, hv(&content_type));
+    hs.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    hs.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(r)
+}
+
 /// A blob stream as a response body, counting bytes sent.
 struct CountingBody {
     stream: BlobStream,

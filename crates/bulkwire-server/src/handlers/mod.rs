@@ -12,6 +12,7 @@
 //! | `DELETE /v1/media/{id}` | [`media::delete`] |
 //! | `GET`, `HEAD /v1/me` | [`me::answer`] (who the credentials name) |
 //! | `GET`, `HEAD /v1/events` | [`crate::events::feed::answer`] (the event feed) |
+//! | `GET`, `HEAD /v1/finishing/{id}` | [`media::finishing`] (a `pre_finish` hook reads the bytes) |
 //! | `POST /soap`, `GET /soap?wsdl` | [`soap::route`] (SOAP 1.1/1.2, MTOM) |
 //! | `POST /xmlrpc` (alias `/xmlrpc.php`) | [`xmlrpc::call`] (WordPress media API) |
 //! | `/v1/uploads`, `/v1/uploads/{id}` | [`tus::route`] (tus 1.0, IETF resumable uploads) |
@@ -198,6 +199,16 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
             let rest = rest.to_string();
             return tus::route(state, req, &rest).await;
         }
+    }
+    if let Some(id) = path.strip_prefix(crate::links::FINISHING) {
+        if !get {
+            let e = ApiError::method_not_allowed(m, "GET, HEAD");
+            return reject(state, req, e);
+        }
+        let (id, query) = (id.to_string(), req.uri().query().unwrap_or("").to_string());
+        return media::finishing(state, req.method(), &id, &query)
+            .await
+            .unwrap_or_else(|e| reject(state, req, e));
     }
     if path == "/v1/events" {
         return match identify(state, &req).await {

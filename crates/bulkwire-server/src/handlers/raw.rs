@@ -3,7 +3,6 @@
 //! `Content-Type`.
 
 use super::finish_upload;
-use crate::admission::admit;
 use crate::error::{ApiError, Kind};
 use crate::events::Origin;
 use crate::principal::Principal;
@@ -49,8 +48,8 @@ async fn run(
     let ct = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
-    let _admission = admit(state, reader.progress(), 0).await?;
     let mut ingest = Ingest::new(state, who, origin);
+    ingest.admit_at_first_file(reader.progress(), 0, declared);
     let mut sink = ingest.begin_file(None, Some(name), ct).await?;
     while let Some(chunk) = reader.next().await? {
         sink.push(chunk)?;

@@ -185,10 +185,16 @@ async fn run(
     check_declared_length(headers, "body_bytes", limits.body_bytes)?;
     check_quota(state, who, declared_length(headers), 1).await?;
     let xop = xop_limits(limits);
+    let mut ingest = Ingest::new(state, who, origin);
+    // Before admission, with what the request says: the message names its
+    // file only once it is read, and reading it takes the staging memory
+    // admission reserves (a hook's amendment still applies at the end).
+    ingest
+        .pre_create(declared_length(headers), None, None)
+        .await?;
     let _admission = admit(state, reader.progress(), extra_reserve(&xop)).await?;
     let staging = Staging::new(limits.soap_early_attachments);
     let mut parser = Parser::new(ct, select(), xop, staging).map_err(codec_error)?;
-    let mut ingest = Ingest::new(state, who, origin);
     let mut files = Files::default();
     loop {
         let chunk = reader.next().await?;

@@ -51,6 +51,8 @@ pub struct Want {
     pub body_len: Option<u64>,
     /// The request, for the events of a completion.
     pub origin: crate::events::Origin,
+    /// Who sends it, for the hooks of a completion.
+    pub who: crate::principal::Principal,
 }
 
 /// Batch size for a body's first and last `write_batch` bytes. Nothing
@@ -103,8 +105,9 @@ pub struct Append {
     /// saves wait for it, so that they land in order. True if it saved.
     prior_save: Option<JoinHandle<bool>>,
     guard: WriterGuard,
-    /// The request writing, for the events of a completion.
+    /// The request writing, for the events and hooks of a completion.
     origin: crate::events::Origin,
+    who: crate::principal::Principal,
 }
 
 impl Append {
@@ -164,6 +167,7 @@ impl Append {
             prior_save,
             guard,
             origin: want.origin.clone(),
+            who: want.who.clone(),
         })
     }
 
@@ -610,8 +614,9 @@ impl Append {
         let h = self.settle_hash().await?;
         self.writer.finish().await.map_err(storage_error)?;
         let sha256 = hex::encode(h.file.finalize());
-        let origin = self.origin.clone();
-        complete_saved(&self.state, self.row.clone(), &mut self.st, sha256, &origin).await
+        let (origin, who) = (self.origin.clone(), self.who.clone());
+        let row = self.row.clone();
+        complete_saved(&self.state, row, &mut self.st, sha256, &origin, &who).await
     }
 }
 
@@ -624,6 +629,7 @@ pub async fn complete_saved(
     st: &mut UploadState,
     sha256: String,
     origin: &crate::events::Origin,
+    who: &crate::principal::Principal,
 ) -> Result<Option<MediaRecord>, ApiError> {
     st.complete = true;
     st.media = !st.is_partial();
@@ -637,7 +643,7 @@ pub async fn complete_saved(
         // expires or is cancelled.
         st.granted.rules().check_type(&content_type)?;
     }
-    let media = st.media.then(|| NewMedia {
+    let mut media = st.media.then(|| NewMedia {
         id: row.id.clone(),
         owner: row.owner.clone(),
         field: None,
@@ -646,6 +652,16 @@ pub async fn complete_saved(
         size: st.offset(),
         sha256,
     });
+    if let Some(m) = &mut media {
+        if let Err(e) = pre_finish(state, origin, who, st, m).await {
+            // Refused: nothing of it stays. A hook that failed leaves the
+            // upload complete, not yet an item: a retry asks again.
+            if e.kind == crate::error::Kind::Refused {
+                discard(state, &row, st, origin, &e.message).await;
+            }
+            return Err(e);
+        }
+    }
     row.state = st.to_json();
     row.open = false;
     row.expires = super::expires(state);
@@ -671,6 +687,95 @@ pub async fn complete_saved(
             Ok(rec)
         }
         None => Err(taken_over()),
+    }
+}
+
+/// The `pre_finish` hook for a finished upload (`crate::hooks`): its
+/// amendments go into the row to be and the upload's metadata.
+async fn pre_finish(
+    state: &Arc<AppState>,
+    origin: &crate::events::Origin,
+    who: &crate::principal::Principal,
+    st: &mut UploadState,
+    m: &mut NewMedia,
+) -> Result<(), ApiError> {
+    let stage = crate::hooks::Stage::PreFinish;
+    if !state.hooks.has(stage) {
+        return Ok(());
+    }
+    let _readable = state.finishing.open(&m.id, m.size, &m.content_type);
+    let link = state
+        .links
+        .finishing_path(&m.id, crate::hooks::FINISHING_LINK_TTL);
+    let ask = crate::hooks::Ask {
+        format: origin.format,
+        declared_size: st.length,
+        filename: m.filename.clone(),
+        content_type: Some(m.content_type.clone()),
+        fields: None,
+        metadata: Some(super::metadata_json(st.metadata.as_deref())),
+        client: origin.client,
+        request_id: origin.request_id.clone(),
+        finished: Some(crate::hooks::Finished {
+            id: m.id.clone(),
+            size: m.size,
+            sha256: m.sha256.clone(),
+            url: format!("{}{link}", origin.base),
+        }),
+    };
+    let a = state
+        .hooks
+        .ask(&state.events.stats, stage, who, &ask)
+        .await?;
+    if let Some(f) = a.filename {
+        st.filename = Some(f.clone());
+        m.filename = Some(f);
+    }
+    if let Some(t) = a.content_type {
+        m.content_type = crate::upload::clean_content_type(Some(&t));
+    }
+    if let Some(md) = a.metadata {
+        st.metadata = Some(super::encode_metadata(&md));
+    }
+    Ok(())
+}
+
+/// Removes a finished upload the application refused: its blob, then its
+/// row (with `upload.terminated`, saying why). A blob that cannot be
+/// removed now leaves the row, which the janitor ends when it expires.
+async fn discard(
+    state: &Arc<AppState>,
+    row: &UploadRow,
+    st: &UploadState,
+    origin: &crate::events::Origin,
+    why: &str,
+) {
+    if let Err(e) = state.blobs.delete(&row.id).await {
+        tracing::warn!(
+            id = row.id,
+            "removing a refused upload's blob: {e} (it expires)"
+        );
+        return;
+    }
+    let mut data = serde_json::Map::new();
+    data.insert("offset".into(), st.offset().into());
+    data.insert("length".into(), st.length.into());
+    data.insert("refused".into(), why.into());
+    let e = crate::events::upload_event(
+        state,
+        origin,
+        "upload.terminated",
+        &row.id,
+        &row.owner,
+        data,
+    );
+    match state.meta.upload_remove(&row.id, row.gen, Some(e)).await {
+        Ok(true) => state.events.written("upload.terminated", 1),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(
+            id = row.id,
+            "removing a refused upload's row: {e} (it expires)"
+        ),
     }
 }
 

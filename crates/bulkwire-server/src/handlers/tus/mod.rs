@@ -91,7 +91,7 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
             let r = head(state, &id, proto, req.headers(), &who, &origin).await;
             answer(state, r, proto)
         }
-        (Method::PATCH, false) => patch(state, req, &id, proto, &origin).await,
+        (Method::PATCH, false) => patch(state, req, &id, proto, &origin, &who).await,
         (Method::DELETE, false) => answer(state, terminate(state, &id, &who, &origin).await, proto),
         (m, collection) => {
             let allow = match collection {
@@ -343,7 +343,7 @@ async fn create_run(
     reader: &mut BodyReader,
     origin: &Origin,
 ) -> Result<(Response, bool), ApiError> {
-    let c = parse_creation(state, h, proto)?;
+    let mut c = parse_creation(state, h, proto)?;
     // What the credential allows, before a byte of storage is taken.
     if let Some(len) = c.length {
         who.rules.check_size(len)?;
@@ -361,6 +361,9 @@ async fn create_run(
     // A partial upload is not an item of its own (its concatenation is).
     let item = u64::from(!matches!(c.concat, Some(Concat::Partial)));
     crate::upload::check_quota(state, who, c.length, item).await?;
+    // The application's word before a byte of storage (and before the
+    // creation's body, if any, takes a slot).
+    pre_create(state, origin, who, &mut c).await?;
     let id = new_id();
     let lease = state.leases.take(&id).await?;
     let spool = state
@@ -414,6 +417,7 @@ async fn create_run(
             complete_at_end: c.complete,
             body_len: content_length(h),
             origin: origin.clone(),
+            who: who.clone(),
         };
         match append_to(state, &id, 0, want, reader).await {
             Ok((o, complete)) => {
@@ -433,7 +437,7 @@ async fn create_run(
         }
     } else if c.length == Some(0) {
         // Nothing to wait for: an empty file is complete at once.
-        recover_completion(state, &id, origin).await?;
+        recover_completion(state, &id, origin, who).await?;
         offset = Some(0);
         set(&mut r, "link", media_link(state, h, &id));
     } else if proto != Proto::Tus {
@@ -598,10 +602,11 @@ async fn patch(
     id: &str,
     proto: Proto,
     origin: &Origin,
+    who: &Principal,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let r = patch_run(state, &parts.headers, id, proto, &mut reader, origin).await;
+    let r = patch_run(state, &parts.headers, id, proto, &mut reader, origin, who).await;
     // A mismatch answers with the offset to resume from.
     let at = match &r {
         Err(e) if e.kind == Kind::Conflict => current_offset(state, id).await,
@@ -638,6 +643,7 @@ async fn patch_run(
     proto: Proto,
     reader: &mut BodyReader,
     origin: &Origin,
+    who: &Principal,
 ) -> Result<(u64, bool), ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
@@ -677,6 +683,7 @@ async fn patch_run(
         complete_at_end,
         body_len: content_length(h),
         origin: origin.clone(),
+        who: who.clone(),
     };
     append_to(state, id, offset, want, reader).await
 }
@@ -749,7 +756,7 @@ async fn head(
         return Err(gone(id));
     }
     if !st.complete && st.length == Some(st.offset()) {
-        st = recover_completion(state, id, origin).await?;
+        st = recover_completion(state, id, origin, who).await?;
     }
     let mut r = status_answer(proto, st.offset(), st.length, st.complete);
     r.headers_mut().insert(
@@ -803,6 +810,7 @@ async fn recover_completion(
     state: &Arc<AppState>,
     id: &str,
     origin: &Origin,
+    who: &Principal,
 ) -> Result<UploadState, ApiError> {
     let _guard = state.writers.take(id).await;
     let (row, mut st) = claim_row(state, id).await?;
@@ -818,7 +826,7 @@ async fn recover_completion(
         .await
         .map_err(storage_error)?;
     let sha = hex::encode(sha2::Digest::finalize(h));
-    complete_saved(state, row, &mut st, sha, origin).await?;
+    complete_saved(state, row, &mut st, sha, origin, who).await?;
     Ok(st)
 }
 
@@ -904,10 +912,10 @@ async fn concat_final(
     }
     who.rules.check_size(total)?;
     crate::upload::check_quota(state, who, Some(total), 1).await?;
-    let _admission = admit(state, reader.progress(), 0).await?;
     let filename = c.filename.clone().or_else(|| parts[0].1.filename.clone());
     let filetype = c.filetype.clone().or_else(|| parts[0].1.filetype.clone());
     let mut ingest = Ingest::new(state, who, origin.clone());
+    ingest.admit_at_first_file(reader.progress(), 0, Some(total));
     ingest.describe_event("metadata", metadata_json(c.metadata.as_deref()));
     let mut sink = ingest
         .begin_file(None, filename, filetype.as_deref())
@@ -987,4 +995,78 @@ pub(crate) fn metadata_json(header: Option<&str>) -> serde_json::Value {
         })
         .collect();
     serde_json::Value::Object(o)
+}
+
+/// A JSON object as `Upload-Metadata` (tus: comma-separated `key
+/// base64(value)` pairs): strings as they are, other values as JSON text,
+/// null as a key without a value. Keys that cannot be header keys (empty,
+/// or with a space or comma) are left out.
+pub(crate) fn encode_metadata(m: &serde_json::Map<String, serde_json::Value>) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    m.iter()
+        .filter(|(k, _)| !k.is_empty() && !k.contains([' ', ',']) && k.is_ascii())
+        .map(|(k, v)| match v {
+            serde_json::Value::Null => k.clone(),
+            serde_json::Value::String(s) => format!("{k} {}", b64(s)),
+            other => format!("{k} {}", b64(&other.to_string())),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The `pre_create` hook for a creation (`crate::hooks`); its amendments
+/// replace the name, type and metadata the upload keeps.
+async fn pre_create(
+    state: &AppState,
+    origin: &Origin,
+    who: &Principal,
+    c: &mut Creation,
+) -> Result<(), ApiError> {
+    let stage = crate::hooks::Stage::PreCreate;
+    if !state.hooks.has(stage) {
+        return Ok(());
+    }
+    let ask = crate::hooks::Ask {
+        format: origin.format,
+        declared_size: c.length,
+        filename: c.filename.clone(),
+        content_type: c.filetype.clone(),
+        fields: None,
+        metadata: Some(metadata_json(c.metadata.as_deref())),
+        client: origin.client,
+        request_id: origin.request_id.clone(),
+        finished: None,
+    };
+    let a = state
+        .hooks
+        .ask(&state.events.stats, stage, who, &ask)
+        .await?;
+    if let Some(m) = a.metadata {
+        c.metadata = Some(encode_metadata(&m));
+    }
+    if a.filename.is_some() {
+        c.filename = a.filename;
+    }
+    if a.content_type.is_some() {
+        c.filetype = a.content_type;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod metadata_tests {
+    #[test]
+    fn metadata_goes_to_json_and_back() {
+        let header = "filename d29ybGRfZG9taW5hdGlvbl9wbGFuLnBkZg==,is_confidential";
+        let j = super::metadata_json(Some(header));
+        assert_eq!(j["filename"], "world_domination_plan.pdf");
+        assert!(j["is_confidential"].is_null());
+        let back = super::encode_metadata(j.as_object().unwrap());
+        assert_eq!(super::metadata_json(Some(&back)), j);
+        let mut m = serde_json::Map::new();
+        m.insert("n".into(), 3.into());
+        m.insert("bad key".into(), "x".into());
+        assert_eq!(super::encode_metadata(&m), "n Mw==");
+    }
 }

@@ -183,6 +183,7 @@ impl Ctx<'_> {
             format,
             request_id: crate::access::request_id(self.extensions),
             base: self.base.to_string(),
+            client: self.client,
         }
     }
 }
