@@ -343,7 +343,7 @@ impl Auth {
             }));
         };
         if scheme.eq_ignore_ascii_case(b"bearer") {
-            let attempt = match self.throttle.check(client, BEARER) {
+            let attempt = match self.throttle.check_token(client, BEARER) {
                 Ok(a) => a,
                 Err(t) => return Ok(Err(Refusal::Throttled(t))),
             };

@@ -276,11 +276,13 @@ pub async fn start_with(
 }
 
 /// A metadata store with `insert` and/or `ready` failing with the given
-/// errors; everything else is the wrapped store's own.
+/// errors, token lookups as slow as `token_delay` (a store across the
+/// network); everything else is the wrapped store's own.
 pub struct FailingMeta {
     pub inner: Arc<dyn MetaStore>,
     pub insert: Option<MetaError>,
     pub ready: Option<MetaError>,
+    pub token_delay: Option<std::time::Duration>,
 }
 
 impl FailingMeta {
@@ -289,6 +291,7 @@ impl FailingMeta {
             inner,
             insert: None,
             ready: None,
+            token_delay: None,
         }
     }
 }
@@ -359,7 +362,13 @@ impl CredentialStore for FailingMeta {
         self.inner.token_add(digest, t)
     }
     fn token_find(&self, digest: [u8; 32]) -> BoxFut<'_, Result<Option<Token>, MetaError>> {
-        self.inner.token_find(digest)
+        let delay = self.token_delay;
+        Box::pin(async move {
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            self.inner.token_find(digest).await
+        })
     }
     fn token_used<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         self.inner.token_used(id)
