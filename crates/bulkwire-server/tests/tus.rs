@@ -1479,6 +1479,50 @@ async fn open_uploads_are_capped_per_credential() {
 }
 
 // ---------------------------------------------------------------------------
+// Quota
+
+/// A resumable upload whose owner's quota filled up while it was under way
+/// (it fitted when it was created): its last `PATCH` is 413 naming
+/// `quota_items`, and nothing of it stays, as of a refused upload of any
+/// other kind: no row (`HEAD` is 404), no spool, no blob, no S3 object or
+/// multipart upload.
+#[tokio::test]
+async fn an_upload_refused_over_quota_at_its_end_leaves_nothing() {
+    let one = bulkwire_server::PerRole {
+        admin: Some(1),
+        ..Default::default()
+    };
+    let h = start(Limits {
+        quota_items: one,
+        ..Limits::default()
+    })
+    .await;
+    let data = payload(3000, 27);
+    let id = create(&h, data.len()).await;
+    assert_tus(&patch(&h, &id, 0, &data[..1000]).await, 204);
+    let r = h.put("first.bin", "text/plain", b"first".to_vec()).await;
+    assert_eq!(r.status(), 201, "the item the quota has room for");
+    let first: Value = r.json().await.unwrap();
+    let r = patch(&h, &id, 1000, &data[1000..]).await;
+    assert_tus(&r, 413);
+    assert_eq!(limit_name(r).await, "quota_items");
+    assert_eq!(head(&h, &id).await.status(), 404, "the upload is gone");
+    assert!(!is_listed(&h, &id).await);
+    let r = h
+        .http
+        .delete(h.url(&format!(
+            "/v1/media/{}",
+            first["media"][0]["id"].as_str().unwrap()
+        )))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_nothing_stored(&h).await;
+}
+
+// ---------------------------------------------------------------------------
 
 #[test]
 fn rerun_on_shared_stores() {

@@ -414,8 +414,12 @@ async fn create_run(
             Err(e) => {
                 // The client never learns the upload's URL: nothing of it
                 // may stay (nor count against open_uploads).
-                if let Err(t) = terminate(state, &id, who).await {
-                    tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                // (Already gone when it was refused over quota.)
+                match terminate(state, &id, who).await {
+                    Err(t) if t.kind != Kind::NotFound => {
+                        tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                    }
+                    _ => {}
                 }
                 return Err(e);
             }
