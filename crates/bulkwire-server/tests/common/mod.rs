@@ -4,6 +4,7 @@
 
 pub mod clients;
 
+use bulkwire_server::principal::Role;
 use bulkwire_server::store::{
     BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, FsBlobStore, Lease, LeaseStore,
     ListQuery, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, NewToken,
@@ -586,6 +587,34 @@ impl Harness {
             .unwrap_or("")
             .to_string()
     }
+}
+
+/// Adds a stored user with `role` to the server's store (HTTP Basic, XML-RPC
+/// and SOAP logins with `password`).
+pub async fn add_user(h: &Harness, name: &str, password: &str, role: Role) {
+    let meta = &*h.srv.state.meta;
+    let made =
+        bulkwire_server::auth::set_user(meta, name, password.as_bytes(), UserSet::Create, role)
+            .await
+            .unwrap();
+    assert!(made, "user {name} exists already");
+}
+
+/// Adds a stored token of `owner` with `scopes` (`upload,read`) to the
+/// server's store; returns the secret to send as `Bearer`.
+pub async fn add_token(h: &Harness, owner: &str, scopes: &str) -> String {
+    let t = bulkwire_server::auth::new_token();
+    let nt = NewToken {
+        label: format!("{owner} {scopes}"),
+        owner: owner.into(),
+        scopes: scopes.into(),
+        expires: None,
+    };
+    let meta = &*h.srv.state.meta;
+    meta.token_add(bulkwire_server::auth::token_digest(&t), nt)
+        .await
+        .unwrap();
+    t
 }
 
 pub fn count_files(dir: &Path) -> usize {
