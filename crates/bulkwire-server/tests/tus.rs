@@ -1143,8 +1143,10 @@ async fn concatenation_of_partial_uploads_is_media_under_the_final_id() {
     .await;
 }
 
+/// 400 for an upload that is not a complete partial one; 404 for one that
+/// does not exist, as on every other tus route (and in tusd).
 #[tokio::test]
-async fn concatenation_of_anything_but_complete_partial_uploads_is_400() {
+async fn concatenation_of_anything_but_complete_partial_uploads_is_refused() {
     let h = start(Limits::default()).await;
     let r = send(
         tus(&h, Method::POST, "/v1/uploads")
@@ -1157,19 +1159,27 @@ async fn concatenation_of_anything_but_complete_partial_uploads_is_400() {
     let (done, _) = partial(&h, &payload(100, 17)).await;
     let plain = create(&h, 10).await;
     patch_rest(&h, &plain, &payload(10, 18), 0, 1).await;
-    for (urls, what) in [
+    for (urls, what, status) in [
         (
             format!("{} {}", path(&done), path(&open)),
             "an incomplete partial",
+            400,
         ),
         (
             format!("{} {}", path(&done), path(&plain)),
             "a plain upload",
+            400,
         ),
-        (path(UNKNOWN_ID), "an unknown upload"),
+        (
+            format!("{} {}", path(&done), path(UNKNOWN_ID)),
+            "an unknown upload",
+            404,
+        ),
     ] {
         let r = final_upload(&h, &urls).await;
-        assert_eq!(r.status(), 400, "{what}: {r:?}");
+        assert_tus(&r, status);
+        let listed = h.list_all().await;
+        assert_eq!(listed.len(), 1, "{what}: only the plain upload is media");
     }
 }
 
@@ -1636,4 +1646,22 @@ async fn a_finished_upload_s_link_goes_only_to_a_credential_with_read() {
         let m = m.iter().find(|m| m["id"] == id.as_str()).unwrap();
         assert_eq!(m["owner"], "cam", "{m}");
     }
+}
+
+/// Another owner's partial uploads are missing ones to a concatenation:
+/// 404, and nothing is made; its owner concatenates them.
+#[tokio::test]
+async fn concatenation_of_another_owner_s_partial_uploads_is_404() {
+    let h = start(Limits::default()).await;
+    let ann = add_token(&h, "ann", "upload,read").await;
+    let (_, loc) = partial(&h, &payload(10, 62)).await;
+    let r = send(
+        tus_as(&h, &ann, Method::POST, "/v1/uploads")
+            .header("upload-concat", format!("final;{loc}")),
+    )
+    .await;
+    assert_tus(&r, 404);
+    assert_eq!(h.list_all().await, Vec::<Value>::new());
+    let r = final_upload(&h, &loc).await;
+    assert_tus(&r, 201);
 }

@@ -854,13 +854,14 @@ async fn concat_final(
     let mut parts = Vec::with_capacity(ids.len());
     let mut total = 0u64;
     for pid in ids {
-        // Another owner's partial upload is as good as missing; an expired
+        // Another owner's partial upload is as good as missing (404, as a
+        // missing upload is on every tus route, and in tusd); an expired
         // one is the janitor's (it may be removing it now).
         let row = state.meta.upload_get(pid).await?;
         let row = row
             .filter(|r| who.sees(&r.owner) && r.expires >= now())
             .ok_or_else(|| {
-                ApiError::new(Kind::Malformed, format!("Upload-Concat: no upload {pid}"))
+                ApiError::new(Kind::NotFound, format!("Upload-Concat: no upload {pid}"))
             })?;
         let st = UploadState::parse(pid, &row.state)?;
         if !(st.is_partial() && st.complete) {
