@@ -46,6 +46,25 @@ pub async fn start(limits: Limits) -> Harness {
     start_with(dir, limits, blobs, meta).await
 }
 
+/// A server on the stores the test run is about, with `edit` applied to
+/// the test configuration (`[auth]` keys, limits).
+pub async fn start_edited(edit: impl FnOnce(&mut Config)) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let (blobs, meta) = (blob_store(dir.path()), meta_store(dir.path()).await);
+    let mut c = config(dir.path(), Limits::default());
+    edit(&mut c);
+    let srv = Server::bind_with(c, blobs, meta)
+        .await
+        .unwrap()
+        .spawn()
+        .unwrap();
+    Harness {
+        srv,
+        dir,
+        http: client(),
+    }
+}
+
 /// The stores the suite runs against. `BULKWIRE_TEST_STORES=shared` is
 /// PostgreSQL + SeaweedFS (S3), real servers started by `bulkwire-testenv`
 /// once per test process; anything else is the embedded default. The same
@@ -172,6 +191,15 @@ impl Probe {
         match backend() {
             Backend::Embedded => count_files(&self.dir.join("tmp")),
             Backend::Shared => self.s3_count("uploads&prefix=", "<UploadId>"),
+        }
+    }
+
+    /// Unfinished resumable uploads' bytes: spool files under
+    /// data/uploads, or the S3 multipart uploads they are.
+    pub fn spool_count(&self) -> usize {
+        match backend() {
+            Backend::Embedded => count_files(&self.dir.join("uploads")),
+            Backend::Shared => self.temp_count(),
         }
     }
 
