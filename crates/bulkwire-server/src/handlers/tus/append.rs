@@ -657,7 +657,7 @@ pub async fn complete_saved(
             // Refused: nothing of it stays. A hook that failed leaves the
             // upload complete, not yet an item: a retry asks again.
             if e.kind == crate::error::Kind::Refused {
-                discard(state, &row, st, origin, &e.message).await;
+                remove_refused(state, &row, st, origin, &e.message).await;
             }
             return Err(e);
         }
@@ -675,9 +675,9 @@ pub async fn complete_saved(
     match state
         .meta
         .upload_save(&row, media, quota, Some(event))
-        .await?
+        .await
     {
-        Some(rec) => {
+        Ok(Some(rec)) => {
             if rec.is_some() {
                 let m = &state.metrics;
                 m.files_stored
@@ -686,7 +686,13 @@ pub async fn complete_saved(
             }
             Ok(rec)
         }
-        None => Err(taken_over()),
+        Ok(None) => Err(taken_over()),
+        Err(e) if e.over_quota.is_some() => {
+            let e = ApiError::from(e);
+            remove_refused(state, &row, st, origin, &e.message).await;
+            Err(e)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -740,22 +746,22 @@ async fn pre_finish(
     Ok(())
 }
 
-/// Removes a finished upload the application refused: its blob, then its
-/// row (with `upload.terminated`, saying why). A blob that cannot be
-/// removed now leaves the row, which the janitor ends when it expires.
-async fn discard(
+/// A finished upload refused at its end (its owner's quota has no room,
+/// or the application's `pre_finish` hook said no) leaves nothing, as a
+/// refused upload of any other kind: its bytes go, then its row, with
+/// `upload.terminated` saying why. Kept, its bytes would hold storage that
+/// no usage counts until the upload expired. If the bytes cannot be
+/// removed now, the row stays for the janitor to remove both when it
+/// expires.
+async fn remove_refused(
     state: &Arc<AppState>,
     row: &UploadRow,
     st: &UploadState,
     origin: &crate::events::Origin,
     why: &str,
 ) {
-    if let Err(e) = state.blobs.delete(&row.id).await {
-        tracing::warn!(
-            id = row.id,
-            "removing a refused upload's blob: {e} (it expires)"
-        );
-        return;
+    if let Err(e) = state.blobs.spool_abort(&row.id, st.spool.clone()).await {
+        return tracing::warn!(id = row.id, "removing a refused upload: {e} (it expires)");
     }
     let mut data = serde_json::Map::new();
     data.insert("offset".into(), st.offset().into());
@@ -772,10 +778,7 @@ async fn discard(
     match state.meta.upload_remove(&row.id, row.gen, Some(e)).await {
         Ok(true) => state.events.written("upload.terminated", 1),
         Ok(false) => {}
-        Err(e) => tracing::warn!(
-            id = row.id,
-            "removing a refused upload's row: {e} (it expires)"
-        ),
+        Err(e) => tracing::warn!(id = row.id, "removing a refused upload: {e} (it expires)"),
     }
 }
 
