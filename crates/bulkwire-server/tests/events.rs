@@ -477,3 +477,72 @@ fn rerun_on_shared_stores() {
         "a_webhook_answered_500_gets_the_same_webhook_id_again_then_it_is_delivered",
     ]);
 }
+
+/// A tus upload of `parts` PATCHes of 5 bytes each, `pause` between them:
+/// the events it wrote, in feed order (the feed holds nothing else).
+async fn progress_of(interval: u64, parts: usize, pause: Duration) -> Vec<Value> {
+    let h = start_edited(|c| c.events.progress_interval = Some(interval)).await;
+    let len = 5 * parts;
+    let r = h
+        .http
+        .post(h.url("/v1/uploads"))
+        .bearer_auth(TOKEN)
+        .header(TUS.0, TUS.1)
+        .header("upload-length", len.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let at = r.headers()["location"].to_str().unwrap().to_string();
+    for i in 0..parts {
+        if i > 0 {
+            tokio::time::sleep(pause).await;
+        }
+        let r = h
+            .http
+            .patch(h.url(&at))
+            .bearer_auth(TOKEN)
+            .header(TUS.0, TUS.1)
+            .header("upload-offset", (5 * i).to_string())
+            .header("content-type", "application/offset+octet-stream")
+            .body("12345")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204, "PATCH {i}");
+    }
+    events(&feed(&h, TOKEN, "").await)
+}
+
+fn kinds_and_offsets(got: &[Value]) -> Vec<(String, Option<u64>)> {
+    got.iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_string(),
+                e["data"]["offset"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+/// `upload.progress`: at most one per upload per `progress_interval`, each
+/// reporting a saved offset, in order between `upload.created` and
+/// `media.created`; none without `progress_interval` (the other tests).
+#[tokio::test]
+async fn upload_progress_comes_at_most_once_per_interval() {
+    let p = |o: u64| ("upload.progress".to_string(), Some(o));
+    let ends = |got: &[(String, Option<u64>)]| {
+        assert_eq!(got.first().unwrap().0, "upload.created", "{got:?}");
+        assert_eq!(got.last().unwrap().0, "media.created", "{got:?}");
+    };
+    // An hour's interval: six quick PATCHes make one, at the first durable
+    // point.
+    let got = kinds_and_offsets(&progress_of(3600, 6, Duration::ZERO).await);
+    ends(&got);
+    assert_eq!(got[1..got.len() - 1], [p(5)], "{got:?}");
+    // A second's interval, PATCHes 1.2 s apart: one at each (the last's
+    // bytes are saved before they become the item).
+    let got = kinds_and_offsets(&progress_of(1, 4, Duration::from_millis(1200)).await);
+    ends(&got);
+    assert_eq!(got[1..got.len() - 1], [p(5), p(10), p(15), p(20)], "{got:?}");
+}

@@ -540,6 +540,9 @@ impl UploadStore for FailingMeta {
 }
 
 impl EventStore for FailingMeta {
+    fn event_write<'a>(&'a self, event: &'a NewEvent) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.event_write(event)
+    }
     fn events<'a>(
         &'a self,
         after: i64,

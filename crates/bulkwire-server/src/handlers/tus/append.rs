@@ -32,7 +32,7 @@ use super::state::UploadState;
 use crate::error::{ApiError, Kind};
 use crate::state::AppState;
 use crate::store::{
-    AlignedBatch, Batches, MediaRecord, NewMedia, Spool, SpoolWriter, UploadRow, ALIGN,
+    AlignedBatch, Batches, MediaRecord, NewEvent, NewMedia, Spool, SpoolWriter, UploadRow, ALIGN,
 };
 use crate::upload::{storage_error, BodyReader, HASH_INLINE};
 use bytes::Bytes;
@@ -398,9 +398,13 @@ impl Append {
                 self.hashes = Some(h);
             }
         }
+        let progress = self.progress_due(&mut st);
         let saved = self.save(st.clone(), None).await;
         match &saved {
-            Ok(_) => self.writer.saved(true).await,
+            Ok(_) => {
+                self.writer.saved(true).await;
+                write_progress(&self.state, progress).await;
+            }
             // Fenced out: the new state will never count.
             Err(e) if e.kind == Kind::Conflict => self.writer.saved(false).await,
             // Unknown (a commit whose answer was lost may have counted):
@@ -426,9 +430,10 @@ impl Append {
         let mut st = self.st.clone();
         st.spool.len = self.written;
         st.set_hasher_at(&file, at);
+        let progress = self.progress_due(&mut st);
         let spool = self.writer.sync_noted(st.note()).await;
         st.spool = self.holding_written(spool)?;
-        self.save_behind(st);
+        self.save_behind(st, progress);
         self.next_sync = self.sync_point_after(self.written);
         Ok(())
     }
@@ -461,15 +466,19 @@ impl Append {
     /// Saves `st` on a task of its own, which this writer's next save
     /// waits for; the row is taken as saved meanwhile. A save that fails
     /// loses nothing (the spool's note has the state).
-    fn save_behind(&mut self, st: UploadState) {
+    fn save_behind(&mut self, st: UploadState, progress: Option<NewEvent>) {
         let row = self.row_for(&st);
-        let (meta, saved) = (self.state.meta.clone(), row.clone());
+        let (state, saved) = (self.state.clone(), row.clone());
         self.prior_save = Some(tokio::spawn(async move {
-            match meta
+            match state
+                .meta
                 .upload_save(&saved, None, Default::default(), None)
                 .await
             {
-                Ok(Some(_)) => true,
+                Ok(Some(_)) => {
+                    write_progress(&state, progress).await;
+                    true
+                }
                 Ok(None) => {
                     tracing::debug!(id = saved.id, "a newer writer took over");
                     false
@@ -482,6 +491,37 @@ impl Append {
         }));
         self.row = row;
         self.st = st;
+    }
+
+    /// The `upload.progress` due at the durable point `st` is about to be
+    /// saved at (at most one per upload per `[events] progress_interval`),
+    /// `st` taking the time it was due: written once the save is done
+    /// ([`write_progress`]), so that it never reports bytes not kept.
+    fn progress_due(&self, st: &mut UploadState) -> Option<NewEvent> {
+        let every = self.state.config.events.progress_interval()?.as_secs();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if st
+            .progress_at
+            .is_some_and(|t| now < t.saturating_add(every))
+        {
+            return None;
+        }
+        st.progress_at = Some(now);
+        let mut data = serde_json::Map::new();
+        data.insert("offset".into(), st.spool.len.into());
+        data.insert("length".into(), st.length.into());
+        let (id, owner) = (&self.row.id, &self.row.owner);
+        let e = crate::events::upload_event(
+            &self.state,
+            &self.origin,
+            "upload.progress",
+            id,
+            owner,
+            data,
+        );
+        Some(e)
     }
 
     /// This writer's row with `st` in it, its expiry pushed on.
@@ -779,6 +819,16 @@ async fn remove_refused(
         Ok(true) => state.events.written("upload.terminated", 1),
         Ok(false) => {}
         Err(e) => tracing::warn!(id = row.id, "removing a refused upload: {e} (it expires)"),
+    }
+}
+
+/// Writes an `upload.progress` whose save is done. A failure loses only
+/// that event (the next one reports a later offset).
+async fn write_progress(state: &Arc<AppState>, progress: Option<NewEvent>) {
+    let Some(e) = progress else { return };
+    match state.meta.event_write(&e).await {
+        Ok(()) => state.events.written("upload.progress", 1),
+        Err(err) => tracing::warn!(id = e.item, "writing upload.progress: {err}"),
     }
 }
 
