@@ -421,6 +421,11 @@ fn fault_response(v: SoapVersion, e: &ApiError, close: bool) -> Response {
         Kind::Busy => {
             h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        // As `response::error`: a store that is away, or a hook that did
+        // not answer (`crate::hooks`, closed), says when to try again.
+        Kind::Unavailable => {
+            h.insert(RETRY_AFTER, HeaderValue::from_static("5"));
+        }
         Kind::Unauthorized => {
             h.insert(
                 WWW_AUTHENTICATE,
@@ -428,6 +433,9 @@ fn fault_response(v: SoapVersion, e: &ApiError, close: bool) -> Response {
             );
         }
         _ => {}
+    }
+    if let Some(s) = e.retry_after {
+        h.insert(RETRY_AFTER, HeaderValue::from(s));
     }
     if close {
         h.insert(CONNECTION, HeaderValue::from_static("close"));
