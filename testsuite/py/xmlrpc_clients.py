@@ -3,10 +3,14 @@ clients and prints one JSON object of what they saw; the Rust test
 (crates/bulkwire-server/tests/xmlrpc_clients.rs) checks it and downloads
 each upload back by its URL.
 
-usage: xmlrpc_clients.py stdlib|wordpress URL USER PASSWORD FILE
+usage: xmlrpc_clients.py stdlib|wordpress|wordpress-refused URL USER PASSWORD FILE
 
 - stdlib: Python's own xmlrpc.client (ServerProxy, Binary, MultiCall).
 - wordpress: python-wordpress-xmlrpc (PyPI), as its users call it.
+- wordpress-refused: one python-wordpress-xmlrpc upload that the server is
+  expected to refuse; reports what the client raised: `error_type`,
+  `error` (its str()) and `fault_code` (an xmlrpc.client.Fault's, else
+  null).
 
 Every upload's `url` is the item's capability link: the script GETs it
 itself with urllib.request and no credentials, and reports under
@@ -98,11 +102,40 @@ def wordpress(url, user, pw, data):
     return out
 
 
+def wordpress_refused(url, user, pw, data):
+    import collections
+    import collections.abc
+
+    collections.Iterable = collections.abc.Iterable
+    from wordpress_xmlrpc import Client
+    from wordpress_xmlrpc.methods import media
+
+    up = {
+        "name": "refused.jpg",
+        "type": "image/jpeg",
+        "bits": xmlrpc.client.Binary(data),
+        "overwrite": True,
+    }
+    try:
+        r = Client(url, user, pw).call(media.UploadFile(up))
+    except Exception as e:
+        return {
+            "error_type": type(e).__name__,
+            "error": str(e),
+            "fault_code": getattr(e, "faultCode", None),
+        }
+    return {"uploaded": r}
+
+
 def main():
     mode, url, user, pw, path = sys.argv[1:6]
     with open(path, "rb") as f:
         data = f.read()
-    run = {"stdlib": stdlib, "wordpress": wordpress}[mode]
+    run = {
+        "stdlib": stdlib,
+        "wordpress": wordpress,
+        "wordpress-refused": wordpress_refused,
+    }[mode]
     print(json.dumps(run(url, user, pw, data), default=str))
 
 
