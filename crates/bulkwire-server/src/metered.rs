@@ -427,6 +427,9 @@ impl UploadStore for MeteredMeta {
 }
 
 impl EventStore for MeteredMeta {
+    fn event_write<'a>(&'a self, event: &'a NewEvent) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(self.h(MetaOp::Events), self.inner.event_write(event))
+    }
     fn events<'a>(
         &'a self,
         after: i64,

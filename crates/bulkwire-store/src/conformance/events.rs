@@ -9,6 +9,7 @@ use std::time::Duration;
 
 pub(super) async fn checks(m: Arc<dyn MetaStore>) {
     written_with_their_changes_only(&*m).await;
+    written_alone_in_order(&*m).await;
     delivered_in_item_order_under_leases(&*m).await;
     claims_are_exclusive(m.clone()).await;
     failed_retried_and_pruned(&*m).await;
@@ -127,6 +128,32 @@ async fn written_with_their_changes_only(m: &dyn MetaStore) {
     let theirs = m.events(start, Some("admin"), 100).await.unwrap();
     assert_eq!(theirs.len(), 4);
     assert_eq!(theirs[0].event.request_id.as_deref(), Some("req-1"));
+}
+
+/// An event of its own (`upload.progress`) takes its place in the feed
+/// after what committed before it, and reaches an endpoint as any other.
+async fn written_alone_in_order(m: &dyn MetaStore) {
+    let start = last_seq(m).await;
+    let item = new_id();
+    emit(m, &item, "upload.created").await;
+    let data = serde_json::json!({"id": item, "offset": 7});
+    let e = NewEvent::new(
+        &item,
+        Event::new("upload.progress", "n", "admin", None, data),
+    );
+    m.event_write(&e).await.unwrap();
+    let got = m.events(start, None, 100).await.unwrap();
+    let mine: Vec<_> = got
+        .iter()
+        .filter(|s| s.event.data["id"] == item.as_str())
+        .collect();
+    assert_eq!(mine.len(), 2, "{got:?}");
+    assert_eq!(mine[0].event.kind, "upload.created");
+    assert_eq!(mine[1].event.kind, "upload.progress");
+    assert_eq!(mine[1].event.id, e.event.id);
+    assert_eq!(mine[1].event.data["offset"], 7);
+    assert!(mine[0].seq < mine[1].seq);
+    assert!(m.events_head().await.unwrap() >= mine[1].seq);
 }
 
 /// Writes one event about `item` (an upload's creation).

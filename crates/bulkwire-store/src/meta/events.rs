@@ -141,8 +141,15 @@ pub struct OutboxStats {
 }
 
 /// The outbox's reads and deliveries; events are written by the other
-/// concerns' transactions (`insert`, `delete`, `upload_*`).
+/// concerns' transactions (`insert`, `delete`, `upload_*`), except those
+/// that report a change already committed ([`EventStore::event_write`]).
 pub trait EventStore: Send + Sync + 'static {
+    /// Writes `event` in a transaction of its own, in feed order with the
+    /// rest: for an event about a change that is already committed
+    /// (`upload.progress` reports an offset once its save is done), so
+    /// that it never reports what was not kept.
+    fn event_write<'a>(&'a self, event: &'a NewEvent) -> BoxFut<'a, Result<(), MetaError>>;
+
     /// Up to `limit` events past `after` in feed order (all when `after`
     /// is 0), only `owner`'s with one.
     fn events<'a>(

@@ -160,6 +160,16 @@ impl PgMeta {
 }
 
 impl EventStore for PgMeta {
+    fn event_write<'a>(&'a self, event: &'a NewEvent) -> BoxFut<'a, Result<(), MetaError>> {
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(db)?;
+            events_first(&tx).await?;
+            write_event(&tx, event).await?;
+            tx.commit().await.map_err(db)
+        })
+    }
+
     fn events<'a>(
         &'a self,
         after: i64,

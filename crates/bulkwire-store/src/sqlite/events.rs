@@ -66,6 +66,15 @@ fn now_ms() -> i64 {
 }
 
 impl EventStore for SqliteMeta {
+    fn event_write<'a>(&'a self, event: &'a NewEvent) -> BoxFut<'a, Result<(), MetaError>> {
+        let event = event.clone();
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            write_event(&tx, &event)?;
+            tx.commit()
+        })
+    }
+
     fn events<'a>(
         &'a self,
         after: i64,

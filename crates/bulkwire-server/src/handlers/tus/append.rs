@@ -32,7 +32,7 @@ use super::state::UploadState;
 use crate::error::{ApiError, Kind};
 use crate::state::AppState;
 use crate::store::{
-    AlignedBatch, Batches, MediaRecord, NewMedia, Spool, SpoolWriter, UploadRow, ALIGN,
+    AlignedBatch, Batches, MediaRecord, NewEvent, NewMedia, Spool, SpoolWriter, UploadRow, ALIGN,
 };
 use crate::upload::{storage_error, BodyReader, HASH_INLINE};
 use bytes::Bytes;
@@ -398,9 +398,13 @@ impl Append {
                 self.hashes = Some(h);
             }
         }
+        let progress = self.progress_due(&mut st);
         let saved = self.save(st.clone(), None).await;
         match &saved {
-            Ok(_) => self.writer.saved(true).await,
+            Ok(_) => {
+                self.writer.saved(true).await;
+                write_progress(&self.state, progress).await;
+            }
             // Fenced out: the new state will never count.
             Err(e) if e.kind == Kind::Conflict => self.writer.saved(false).await,
             // Unknown (a commit whose answer was lost may have counted):
@@ -426,9 +430,10 @@ impl Append {
         let mut st = self.st.clone();
         st.spool.len = self.written;
         st.set_hasher_at(&file, at);
+        let progress = self.progress_due(&mut st);
         let spool = self.writer.sync_noted(st.note()).await;
         st.spool = self.holding_written(spool)?;
-        self.save_behind(st);
+        self.save_behind(st, progress);
         self.next_sync = self.sync_point_after(self.written);
         Ok(())
     }
@@ -461,15 +466,19 @@ impl Append {
     /// Saves `st` on a task of its own, which this writer's next save
     /// waits for; the row is taken as saved meanwhile. A save that fails
     /// loses nothing (the spool's note has the state).
-    fn save_behind(&mut self, st: UploadState) {
+    fn save_behind(&mut self, st: UploadState, progress: Option<NewEvent>) {
         let row = self.row_for(&st);
-        let (meta, saved) = (self.state.meta.clone(), row.clone());
+        let (state, saved) = (self.state.clone(), row.clone());
         self.prior_save = Some(tokio::spawn(async move {
-            match meta
+            match state
+                .meta
                 .upload_save(&saved, None, Default::default(), None)
                 .await
             {
-                Ok(Some(_)) => true,
+                Ok(Some(_)) => {
+                    write_progress(&state, progress).await;
+                    true
+                }
                 Ok(None) => {
                     tracing::debug!(id = saved.id, "a newer writer took over");
                     false
@@ -482,6 +491,37 @@ impl Append {
         }));
         self.row = row;
         self.st = st;
+    }
+
+    /// The `upload.progress` due at the durable point `st` is about to be
+    /// saved at (at most one per upload per `[events] progress_interval`),
+    /// `st` taking the time it was due: written once the save is done
+    /// ([`write_progress`]), so that it never reports bytes not kept.
+    fn progress_due(&self, st: &mut UploadState) -> Option<NewEvent> {
+        let every = self.state.config.events.progress_interval()?.as_secs();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if st
+            .progress_at
+            .is_some_and(|t| now < t.saturating_add(every))
+        {
+            return None;
+        }
+        st.progress_at = Some(now);
+        let mut data = serde_json::Map::new();
+        data.insert("offset".into(), st.spool.len.into());
+        data.insert("length".into(), st.length.into());
+        let (id, owner) = (&self.row.id, &self.row.owner);
+        let e = crate::events::upload_event(
+            &self.state,
+            &self.origin,
+            "upload.progress",
+            id,
+            owner,
+            data,
+        );
+        Some(e)
     }
 
     /// This writer's row with `st` in it, its expiry pushed on.
@@ -657,7 +697,7 @@ pub async fn complete_saved(
             // Refused: nothing of it stays. A hook that failed leaves the
             // upload complete, not yet an item: a retry asks again.
             if e.kind == crate::error::Kind::Refused {
-                discard(state, &row, st, origin, &e.message).await;
+                remove_refused(state, &row, st, origin, &e.message).await;
             }
             return Err(e);
         }
@@ -675,9 +715,9 @@ pub async fn complete_saved(
     match state
         .meta
         .upload_save(&row, media, quota, Some(event))
-        .await?
+        .await
     {
-        Some(rec) => {
+        Ok(Some(rec)) => {
             if rec.is_some() {
                 let m = &state.metrics;
                 m.files_stored
@@ -686,7 +726,13 @@ pub async fn complete_saved(
             }
             Ok(rec)
         }
-        None => Err(taken_over()),
+        Ok(None) => Err(taken_over()),
+        Err(e) if e.over_quota.is_some() => {
+            let e = ApiError::from(e);
+            remove_refused(state, &row, st, origin, &e.message).await;
+            Err(e)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -740,22 +786,22 @@ async fn pre_finish(
     Ok(())
 }
 
-/// Removes a finished upload the application refused: its blob, then its
-/// row (with `upload.terminated`, saying why). A blob that cannot be
-/// removed now leaves the row, which the janitor ends when it expires.
-async fn discard(
+/// A finished upload refused at its end (its owner's quota has no room,
+/// or the application's `pre_finish` hook said no) leaves nothing, as a
+/// refused upload of any other kind: its bytes go, then its row, with
+/// `upload.terminated` saying why. Kept, its bytes would hold storage that
+/// no usage counts until the upload expired. If the bytes cannot be
+/// removed now, the row stays for the janitor to remove both when it
+/// expires.
+async fn remove_refused(
     state: &Arc<AppState>,
     row: &UploadRow,
     st: &UploadState,
     origin: &crate::events::Origin,
     why: &str,
 ) {
-    if let Err(e) = state.blobs.delete(&row.id).await {
-        tracing::warn!(
-            id = row.id,
-            "removing a refused upload's blob: {e} (it expires)"
-        );
-        return;
+    if let Err(e) = state.blobs.spool_abort(&row.id, st.spool.clone()).await {
+        return tracing::warn!(id = row.id, "removing a refused upload: {e} (it expires)");
     }
     let mut data = serde_json::Map::new();
     data.insert("offset".into(), st.offset().into());
@@ -772,10 +818,17 @@ async fn discard(
     match state.meta.upload_remove(&row.id, row.gen, Some(e)).await {
         Ok(true) => state.events.written("upload.terminated", 1),
         Ok(false) => {}
-        Err(e) => tracing::warn!(
-            id = row.id,
-            "removing a refused upload's row: {e} (it expires)"
-        ),
+        Err(e) => tracing::warn!(id = row.id, "removing a refused upload: {e} (it expires)"),
+    }
+}
+
+/// Writes an `upload.progress` whose save is done. A failure loses only
+/// that event (the next one reports a later offset).
+async fn write_progress(state: &Arc<AppState>, progress: Option<NewEvent>) {
+    let Some(e) = progress else { return };
+    match state.meta.event_write(&e).await {
+        Ok(()) => state.events.written("upload.progress", 1),
+        Err(err) => tracing::warn!(id = e.item, "writing upload.progress: {err}"),
     }
 }
 

@@ -202,10 +202,15 @@ fn location(state: &AppState, h: &HeaderMap, id: &str) -> String {
 }
 
 /// `Link` to a finished upload's media (same id): its link (`crate::links`),
-/// which works without credentials, as every `url` the server hands out.
-fn media_link(state: &AppState, h: &HeaderMap, id: &str) -> String {
-    let base = response::base_url(&state.config, h);
-    format!("<{base}{}>; rel=\"related\"", state.links.path(id))
+/// which works without credentials, as every `url` the server hands out,
+/// and as every one only to a principal that gets links (`readable`:
+/// [`Principal::gets_links`]).
+fn set_link(r: &mut Response, state: &AppState, h: &HeaderMap, id: &str, readable: bool) {
+    if readable {
+        let base = response::base_url(&state.config, h);
+        let link = format!("<{base}{}>; rel=\"related\"", state.links.path(id));
+        set(r, "link", link);
+    }
 }
 
 /// What a creation request declares.
@@ -423,14 +428,19 @@ async fn create_run(
             Ok((o, complete)) => {
                 offset = Some(o);
                 if complete {
-                    set(&mut r, "link", media_link(state, h, &id));
+                    set_link(&mut r, state, h, &id, who.gets_links());
                 }
             }
             Err(e) => {
                 // The client never learns the upload's URL: nothing of it
                 // may stay (nor count against open_uploads).
-                if let Err(t) = terminate(state, &id, who, origin).await {
-                    tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                // (Already gone when it was refused over quota or by the
+                // pre_finish hook.)
+                match terminate(state, &id, who, origin).await {
+                    Err(t) if t.kind != Kind::NotFound => {
+                        tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                    }
+                    _ => {}
                 }
                 return Err(e);
             }
@@ -439,7 +449,7 @@ async fn create_run(
         // Nothing to wait for: an empty file is complete at once.
         recover_completion(state, &id, origin, who).await?;
         offset = Some(0);
-        set(&mut r, "link", media_link(state, h, &id));
+        set_link(&mut r, state, h, &id, who.gets_links());
     } else if proto != Proto::Tus {
         offset = Some(0);
     }
@@ -595,7 +605,8 @@ pub(super) fn mismatch(at: u64) -> ApiError {
     )
 }
 
-/// `PATCH /v1/uploads/{id}`.
+/// `PATCH /v1/uploads/{id}`; the answer that completes it hands out the
+/// item's link when `who` may read it.
 async fn patch(
     state: &Arc<AppState>,
     req: Request<Incoming>,
@@ -616,7 +627,7 @@ async fn patch(
         let mut r = no_content();
         set(&mut r, "upload-offset", offset);
         if complete {
-            set(&mut r, "link", media_link(state, &parts.headers, id));
+            set_link(&mut r, state, &parts.headers, id, who.gets_links());
         }
         set(&mut r, "upload-expires", proto::http_date(expires(state)));
         if let Proto::Ietf(_) = proto {
@@ -743,7 +754,7 @@ async fn head(
         let m = state.meta.get(id, who.owner()).await?;
         let m = m.ok_or_else(|| not_found(id))?;
         let mut r = status_answer(proto, m.size, Some(m.size), true);
-        set(&mut r, "link", media_link(state, h, id));
+        set_link(&mut r, state, h, id, who.gets_links());
         r.headers_mut().insert(
             http::header::CACHE_CONTROL,
             HeaderValue::from_static("no-store"),
@@ -780,7 +791,7 @@ async fn head(
     }
     set(&mut r, "upload-expires", proto::http_date(row.expires));
     if st.complete {
-        set(&mut r, "link", media_link(state, h, id));
+        set_link(&mut r, state, h, id, who.gets_links());
     }
     Ok(r)
 }
@@ -891,13 +902,14 @@ async fn concat_final(
     let mut parts = Vec::with_capacity(ids.len());
     let mut total = 0u64;
     for pid in ids {
-        // Another owner's partial upload is as good as missing; an expired
+        // Another owner's partial upload is as good as missing (404, as a
+        // missing upload is on every tus route, and in tusd); an expired
         // one is the janitor's (it may be removing it now).
         let row = state.meta.upload_get(pid).await?;
         let row = row
             .filter(|r| who.sees(&r.owner) && r.expires >= now())
             .ok_or_else(|| {
-                ApiError::new(Kind::Malformed, format!("Upload-Concat: no upload {pid}"))
+                ApiError::new(Kind::NotFound, format!("Upload-Concat: no upload {pid}"))
             })?;
         let st = UploadState::parse(pid, &row.state)?;
         if !(st.is_partial() && st.complete) {
@@ -957,7 +969,7 @@ async fn concat_final(
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(state, h, &rec.id));
     set(&mut r, "upload-offset", rec.size);
-    set(&mut r, "link", media_link(state, h, &rec.id));
+    set_link(&mut r, state, h, &rec.id, who.gets_links());
     Ok(r)
 }
 

@@ -60,6 +60,11 @@ pub struct UploadState {
     /// upload limits.
     #[serde(default, skip_serializing_if = "Granted::is_empty")]
     pub granted: Granted,
+    /// When the last `upload.progress` was due (seconds since the epoch):
+    /// kept in the row, so that every node and request of the upload
+    /// keeps to one per `[events] progress_interval`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_at: Option<u64>,
 }
 
 /// A principal's upload rules and quota, as a resumable upload keeps them.
@@ -134,6 +139,7 @@ impl UploadState {
             complete: false,
             media: false,
             granted: Granted::default(),
+            progress_at: None,
         }
     }
 
