@@ -7,6 +7,7 @@ fn main() {
         Runtime::Python,
         Runtime::Node,
         Runtime::Java,
+        Runtime::Curl,
         Runtime::Chromium,
         Runtime::Root,
     ]);

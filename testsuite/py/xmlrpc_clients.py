@@ -3,11 +3,15 @@ clients and prints one JSON object of what they saw; the Rust test
 (crates/bulkwire-server/tests/xmlrpc_clients.rs) checks it and downloads
 each upload back by its URL.
 
-usage: xmlrpc_clients.py stdlib|wordpress URL USER PASSWORD FILE
+usage: xmlrpc_clients.py stdlib|wordpress|wordpress-refused URL USER PASSWORD FILE
        xmlrpc_clients.py authors URL USER PASSWORD FILE OTHER_USER OTHER_PASSWORD
 
 - stdlib: Python's own xmlrpc.client (ServerProxy, Binary, MultiCall).
 - wordpress: python-wordpress-xmlrpc (PyPI), as its users call it.
+- wordpress-refused: one python-wordpress-xmlrpc upload that the server is
+  expected to refuse; reports what the client raised: `error_type`,
+  `error` (its str()) and `fault_code` (an xmlrpc.client.Fault's, else
+  null).
 - authors: python-wordpress-xmlrpc as two authors: each uploads, lists
   their library, asks for the other's item and tries to delete it (both
   faults are reported as [code, string]), deletes one of their own, and
@@ -139,6 +143,27 @@ def authors(url, users, data):
     return out
 
 
+def wordpress_refused(url, user, pw, data):
+    from wordpress_xmlrpc.methods import media
+
+    client = wordpress_client(url, user, pw)
+    up = {
+        "name": "refused.jpg",
+        "type": "image/jpeg",
+        "bits": xmlrpc.client.Binary(data),
+        "overwrite": True,
+    }
+    try:
+        r = client.call(media.UploadFile(up))
+    except Exception as e:
+        return {
+            "error_type": type(e).__name__,
+            "error": str(e),
+            "fault_code": getattr(e, "faultCode", None),
+        }
+    return {"uploaded": r}
+
+
 def main():
     mode, url, user, pw, path = sys.argv[1:6]
     with open(path, "rb") as f:
@@ -146,7 +171,11 @@ def main():
     if mode == "authors":
         result = authors(url, [(user, pw), tuple(sys.argv[6:8])], data)
     else:
-        run = {"stdlib": stdlib, "wordpress": wordpress}[mode]
+        run = {
+            "stdlib": stdlib,
+            "wordpress": wordpress,
+            "wordpress-refused": wordpress_refused,
+        }[mode]
         result = run(url, user, pw, data)
     print(json.dumps(result, default=str))
 

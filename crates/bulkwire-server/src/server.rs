@@ -408,24 +408,35 @@ impl Server {
 /// connection that has no answer in flight is closed at once, any other
 /// through hyper's graceful shutdown (which finishes the request and the
 /// answer in progress, then closes).
+///
+/// A connection that ends by itself is closed through [`Io`]'s lingering
+/// close even when hyper did not shut it down: hyper skips the shutdown
+/// of a connection whose request carried `Upgrade` (Java's HttpClient,
+/// under Apache CXF, sends `Upgrade: h2c` on every request), and without
+/// a linger an answer sent before the body was read would be destroyed by
+/// the reset of the unread bytes.
 async fn serve<C>(
-    conn: C,
+    mut conn: C,
     handle: Arc<ConnHandle>,
     mut shed: oneshot::Receiver<conns::Shed>,
     mut stop: watch::Receiver<bool>,
 ) where
-    C: Future<Output = Result<(), hyper::Error>> + GracefulConn,
+    C: Future<Output = Result<(), hyper::Error>> + GracefulConn + Unpin,
 {
-    tokio::pin!(conn);
     let (mut shed_seen, mut stop_seen) = (false, *stop.borrow());
     if stop_seen {
-        conn.as_mut().shutdown_gracefully();
+        Pin::new(&mut conn).shutdown_gracefully();
     }
     loop {
         tokio::select! {
-            r = conn.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "connection ended with an error");
+            r = &mut conn => {
+                match r {
+                    // A no-op when hyper has shut it down already.
+                    Ok(()) => {
+                        let mut io = conn.into_io();
+                        let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "connection ended with an error"),
                 }
                 break;
             }
@@ -436,33 +447,38 @@ async fn serve<C>(
                     tracing::debug!("connection shed at max_connections");
                     break;
                 }
-                conn.as_mut().shutdown_gracefully();
+                Pin::new(&mut conn).shutdown_gracefully();
             }
             r = stop.changed(), if !stop_seen => {
                 stop_seen = true;
                 if r.is_ok() && handle.is_fresh() {
                     break;
                 }
-                conn.as_mut().shutdown_gracefully();
+                Pin::new(&mut conn).shutdown_gracefully();
             }
         }
     }
 }
 
-/// hyper's `graceful_shutdown` on a pinned connection.
+/// hyper's `graceful_shutdown` on a pinned connection, and its socket
+/// once it has ended.
 trait GracefulConn {
     fn shutdown_gracefully(self: Pin<&mut Self>);
+    fn into_io(self) -> Io;
 }
 
-impl<I, S> GracefulConn for http1::Connection<I, S>
+impl<S> GracefulConn for http1::Connection<TokioIo<Io>, S>
 where
     S: hyper::service::HttpService<hyper::body::Incoming>,
     S::ResBody: 'static,
     <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
 {
     fn shutdown_gracefully(self: Pin<&mut Self>) {
         self.graceful_shutdown();
+    }
+
+    fn into_io(self) -> Io {
+        self.into_parts().io.into_inner()
     }
 }
 

@@ -544,5 +544,9 @@ async fn upload_progress_comes_at_most_once_per_interval() {
     // bytes are saved before they become the item).
     let got = kinds_and_offsets(&progress_of(1, 4, Duration::from_millis(1200)).await);
     ends(&got);
-    assert_eq!(got[1..got.len() - 1], [p(5), p(10), p(15), p(20)], "{got:?}");
+    assert_eq!(
+        got[1..got.len() - 1],
+        [p(5), p(10), p(15), p(20)],
+        "{got:?}"
+    );
 }

@@ -384,6 +384,34 @@ async fn auth_is_required_on_v1_only() {
     h.assert_empty().await;
 }
 
+/// A client that asks to upgrade (Java's HttpClient, under Apache CXF,
+/// sends `Upgrade: h2c` on every request) and sends its whole body before
+/// reading still reads an answer sent before that body was read: hyper
+/// does not shut such a connection down itself, and the server then closes
+/// it with the lingering close all the same, not with a reset.
+#[tokio::test]
+async fn early_answer_reaches_a_client_asking_to_upgrade() {
+    let h = start(Limits::default()).await;
+    let body = payload(8 << 20, 5);
+    let head = format!(
+        "PUT /v1/media/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+         Upgrade: h2c\r\nHTTP2-Settings: AAEAAEAAAAIAAAAAAAMAAAAAAAQBAAAAAAUAAEAAAAYABgAA\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(h.srv.addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    // Refused at once (no credentials): the server reads no further.
+    let sent = s.write_all(&body).await;
+    let (status, text) = raw_response(&mut s).await;
+    assert_eq!(status, 401, "sending: {sent:?}, got: {text}");
+    assert!(sent.is_ok(), "{sent:?}");
+    let lingered = h.metric("bulkwire_lingered_bytes_total");
+    let n: f64 = lingered.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n > 0.0, "{lingered}");
+    h.assert_empty().await;
+}
+
 /// Posts `form` and expects 413 naming `limit`, with nothing left behind.
 async fn expect_413(limits: Limits, form: Form, limit: &str, value: u64) {
     let h = start(limits).await;

@@ -17,7 +17,9 @@
 //! (urllib.request, Node's fetch(), java.net.http.HttpClient), and reports
 //! the status and SHA-256 it got. Whether a client really sent MTOM or
 //! inline base64 is checked from the bytes the server received (base64 is
-//! a third larger). A test
+//! a third larger). zeep and CXF are also refused by the application's
+//! `pre_create` hook (tests/common/hook.rs): the fault they raise carries
+//! its message, and nothing is stored. A test
 //! skips, saying why, only when its runtime is missing or its registry
 //! cannot be reached; once installed, any failure fails it.
 
@@ -27,6 +29,7 @@ mod soap_util;
 use bulkwire_runtimes::{missing, need, Runtime};
 use bulkwire_server::metrics::Outcome;
 use bulkwire_server::Limits;
+use common::hook::*;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -67,7 +70,11 @@ fn json_of(out: &Output) -> Value {
 
 /// A server, a file of `len` bytes to upload, and the WSDL URL.
 async fn setup(name: &str, len: usize, seed: u64) -> (Harness, PathBuf, Vec<u8>, String) {
-    let h = start(Limits::default()).await;
+    setup_on(start(Limits::default()).await, name, len, seed)
+}
+
+/// [`setup`] on a given server.
+fn setup_on(h: Harness, name: &str, len: usize, seed: u64) -> (Harness, PathBuf, Vec<u8>, String) {
     let data = payload(len, seed);
     let file = h.data().join(name);
     std::fs::write(&file, &data).unwrap();
@@ -235,7 +242,10 @@ fn cxf_classpath() -> String {
     need(Runtime::Java);
     let dir = tmp().join("cxf");
     let lib = dir.join("lib");
-    if !lib.join("cxf-rt-frontend-jaxws-4.2.3.jar").exists() {
+    let have = |jar: &str| lib.join(jar).exists();
+    if !have("cxf-rt-frontend-jaxws-4.2.3.jar") || !have("saaj-impl-3.0.4.jar") {
+        // Afresh: jars of an older pom.xml would stay on the class path.
+        let _ = std::fs::remove_dir_all(&lib);
         let mvn = Command::new("mvn")
             .args(["-B", "-q", "-f"])
             .arg(repo("testsuite/java/cxf/pom.xml"))
@@ -354,4 +364,101 @@ async fn zeep_authors_see_only_their_own() {
         200,
         "a link is a capability"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Refused by the application's pre_create hook
+
+const REFUSAL: &str = "the application refuses this SOAP upload (hook 5521)";
+
+/// A server whose `pre_create` hook refuses every upload with 403 and
+/// [`REFUSAL`]; a file to upload; the WSDL URL.
+async fn refusing(name: &str) -> (HookServer, Harness, PathBuf, String) {
+    let hook = HookServer::answering(|_| reject(403, REFUSAL)).await;
+    let h = start_hooked(&hook, pre_create_only).await;
+    let (h, file, _, wsdl) = setup_on(h, name, 700_001, 24);
+    (hook, h, file, wsdl)
+}
+
+/// The client's fault (exit 3): its code ends with `code`, its message is
+/// the hook's.
+fn assert_refused(out: &Output, code: &str) {
+    let j = json_of(out);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{j}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(j["fault"].as_str().unwrap().ends_with(code), "{j}");
+    assert_eq!(j["message"], REFUSAL, "{j}");
+}
+
+/// The hook was asked once per upload, about alice's SOAP upload; the
+/// message names its file only after the hook (so it is not told).
+fn assert_asked(hook: &HookServer, n: usize) {
+    let calls = hook.calls_to("pre_create");
+    assert_eq!(calls.len(), n);
+    for c in &calls {
+        assert_eq!(c["format"], "soap", "{c}");
+        assert_eq!(c["principal"]["name"], USER, "{c}");
+        assert_eq!(c["filename"], Value::Null, "{c}");
+    }
+}
+
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zeep_shows_the_pre_create_refusal() {
+    let py = python_with_zeep();
+    let (hook, h, file, wsdl) = refusing("zeep-refused.bin").await;
+    for (version, code) in [("11", "Client"), ("12", "Sender")] {
+        let mut c = Command::new(&py);
+        c.arg(repo("testsuite/py/soap_zeep.py"))
+            .args([wsdl.as_str(), USER, PASSWORD])
+            .arg(&file)
+            .arg(version);
+        assert_refused(&run(c).await, code);
+    }
+    std::fs::remove_file(&file).unwrap();
+    assert_nothing_stored(&h).await;
+    assert_asked(&hook, 2);
+}
+
+/// CXF as configured by default reads a fault only from a 500 answer (WS-I
+/// Basic Profile R1126): the hook's 403 comes out as an HTTPException with
+/// that status, at once (the answer is sent before the body is read, and
+/// the lingering close lets CXF finish sending it: without it CXF hung for
+/// a minute and failed writing its attachment). Set to read faults at any
+/// status (`org.apache.cxf.transport.no_io_exceptions`, as CXF users do),
+/// it raises the SOAPFaultException with the hook's message.
+#[cfg_attr(
+    missing_java,
+    ignore = "needs java, javac and mvn (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cxf_shows_the_pre_create_refusal() {
+    let cp = cxf_classpath();
+    let (hook, h, file, wsdl) = refusing("cxf-refused.bin").await;
+    let cxf = |version: &str| {
+        let mut c = Command::new("java");
+        c.args(["-cp", &cp, "bulkwire.cxf.CxfUpload", &wsdl, USER, PASSWORD])
+            .arg(&file)
+            .arg(version);
+        c
+    };
+    for (version, code) in [("11", "Client"), ("12", "Sender")] {
+        let out = run(cxf(version)).await;
+        let j = json_of(&out);
+        assert_eq!(out.status.code(), Some(4), "{j}");
+        assert_eq!(j["http_status"], 403, "{j}");
+        let mut c = cxf(version);
+        c.arg("faults-at-any-status");
+        assert_refused(&run(c).await, code);
+    }
+    std::fs::remove_file(&file).unwrap();
+    assert_nothing_stored(&h).await;
+    assert_asked(&hook, 4);
 }

@@ -15,6 +15,9 @@
 //!
 //! Every upload is then checked as media under the same id: listed with
 //! its size, SHA-256, name and type, and downloaded back byte for byte.
+//! Both clients are also refused by the application's `pre_create` hook
+//! (tests/common/hook.rs): their errors carry its status and message, and
+//! nothing is stored.
 //!
 //! With each client, two authors (stored users, HTTP Basic) upload; each
 //! one's listing holds their own upload only, and the other's upload URL,
@@ -31,6 +34,7 @@ mod common;
 
 use bulkwire_server::Limits;
 use common::clients::*;
+use common::hook::*;
 use common::*;
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -613,4 +617,96 @@ async fn tuspy_authors_see_only_their_own_uploads() {
     assert_eq!(j["url"], up[0].url.as_str(), "{j}");
     assert_eq!(j["bytes"], j["size"], "{j}");
     assert_eq!(h.list_all().await.len(), before);
+}
+
+// ---------------------------------------------------------------------------
+// Refused by the application's pre_create hook
+
+/// A server whose `pre_create` hook refuses every upload with 403 and a
+/// message naming the protocol and file it was told of.
+async fn refusing() -> (HookServer, Harness) {
+    let hook = HookServer::answering(|b| {
+        let message = format!(
+            "the application refuses {} upload {} (hook 3317)",
+            b["format"].as_str().unwrap_or("?"),
+            b["filename"].as_str().unwrap_or("?")
+        );
+        reject(403, &message)
+    })
+    .await;
+    let h = start_hooked(&hook, pre_create_only).await;
+    (hook, h)
+}
+
+/// tus-js-client's error names the hook's status and carries its
+/// message (in the response text it quotes); it does not retry a 403;
+/// nothing is stored.
+#[cfg_attr(
+    missing_node,
+    ignore = "needs node and npm (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tus_js_shows_the_pre_create_refusal() {
+    let (hook, h) = refusing().await;
+    for (protocol, format) in [("tus-v1", "tus"), ("ietf-draft-05", "ietf")] {
+        let name = format!("refused-{protocol}.bin");
+        let (_dir, file, _) = test_file(&name, MIB + 3, 61);
+        let mut cmd = Command::new("node");
+        cmd.env("NODE_PATH", tus_js())
+            .arg(repo("testsuite/node/tus_upload.js"))
+            .arg(
+                serde_json::json!({
+                    "endpoint": h.url("/v1/uploads"),
+                    "token": TOKEN,
+                    "file": file,
+                    "protocol": protocol,
+                    "chunkSize": MIB,
+                })
+                .to_string(),
+            );
+        let j = failure_report(&run(cmd).await);
+        let error = j["error"].as_str().unwrap();
+        let message = format!("the application refuses {format} upload {name} (hook 3317)");
+        assert!(error.contains(&message), "{j}");
+        assert!(error.contains("response code: 403"), "{j}");
+        assert_eq!(j["requests"], serde_json::json!(["POST 403"]), "{j}");
+    }
+    assert_nothing_stored(&h).await;
+    let calls = hook.calls_to("pre_create");
+    assert_eq!(calls.len(), 2);
+    for c in &calls {
+        assert_eq!(c["declared_size"], MIB as u64 + 3, "{c}");
+        assert_eq!(c["metadata"]["filetype"], "application/octet-stream", "{c}");
+    }
+}
+
+/// tuspy raises TusCommunicationError with the hook's status and its
+/// answer, which carries the message; nothing is stored.
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tuspy_shows_the_pre_create_refusal() {
+    let (hook, h) = refusing().await;
+    let name = "refused-tuspy.bin";
+    let (_dir, file, _) = test_file(name, MIB + 5, 62);
+    let mut cmd = Command::new(tuspy());
+    cmd.arg(repo("testsuite/py/tus_upload.py")).arg(
+        serde_json::json!({
+            "endpoint": h.url("/v1/uploads"),
+            "token": TOKEN,
+            "file": file,
+            "chunk_size": MIB,
+        })
+        .to_string(),
+    );
+    let j = failure_report(&run(cmd).await);
+    let error = j["error"].as_str().unwrap();
+    assert!(error.starts_with("TusCommunicationError: 403 "), "{j}");
+    let message = format!("the application refuses tus upload {name} (hook 3317)");
+    assert!(error.contains(&message), "{j}");
+    assert_eq!(j["url"], Value::Null, "{j}");
+    assert_nothing_stored(&h).await;
+    assert_eq!(hook.calls_to("pre_create").len(), 1);
 }

@@ -8,11 +8,15 @@
 //! Basic auth, and by the script itself (urllib.request) with no
 //! credentials at all, since that URL is the item's capability link. Two
 //! authors with python-wordpress-xmlrpc see only their own items, as in
-//! WordPress.
+//! WordPress. python-wordpress-xmlrpc is also refused by the application's
+//! `pre_create` hook (tests/common/hook.rs): the exception it raises
+//! carries the hook's message (and its status as the fault code), and
+//! nothing is stored.
 
 mod common;
 
 use bulkwire_server::Limits;
+use common::hook::*;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -33,6 +37,12 @@ fn venv_python(module: &str) -> PathBuf {
 /// (to download from) and the script's JSON.
 async fn run(py: &Path, mode: &str, data: &[u8]) -> (Harness, Value) {
     let h = start(Limits::default()).await;
+    let j = run_on(&h, py, mode, data).await;
+    (h, j)
+}
+
+/// Runs the script in `mode` against `h`; returns its JSON.
+async fn run_on(h: &Harness, py: &Path, mode: &str, data: &[u8]) -> Value {
     let file = h.data().join("in.bin");
     std::fs::write(&file, data).unwrap();
     let mut cmd = Command::new(py);
@@ -52,7 +62,7 @@ async fn run(py: &Path, mode: &str, data: &[u8]) -> (Harness, Value) {
     );
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     std::fs::remove_file(&file).unwrap();
-    (h, j)
+    j
 }
 
 /// Downloads a returned absolute URL with the same user's Basic auth.
@@ -226,4 +236,49 @@ async fn python_wordpress_xmlrpc_authors_see_only_their_own() {
         assert!(!owners.contains_key(&ups[1]), "{owners:?}");
     }
     assert_eq!(owners.len(), 2, "{owners:?}");
+}
+
+/// The hook's status is the fault code: 403, which python-wordpress-xmlrpc
+/// raises as InvalidCredentialsError (WordPress's own code for a refused
+/// login), and 451, raised as the xmlrpc.client.Fault itself. Either way
+/// the message is the hook's, and nothing is stored.
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_wordpress_xmlrpc_shows_the_pre_create_refusal() {
+    let py = venv_python("wordpress_xmlrpc");
+    let data = payload(1024 * 1024 + 3, 23);
+    for (status, raised) in [(403, "InvalidCredentialsError"), (451, "Fault")] {
+        let hook = HookServer::answering(move |b| {
+            let name = b["filename"].as_str().unwrap_or("?");
+            reject(
+                status,
+                &format!("no {name} today, says the hook ({status})"),
+            )
+        })
+        .await;
+        let h = start_hooked(&hook, pre_create_only).await;
+        let j = run_on(&h, &py, "wordpress-refused", &data).await;
+        assert_eq!(j["error_type"], raised, "{j}");
+        let message = format!("no refused.jpg today, says the hook ({status})");
+        assert!(j["error"].as_str().unwrap().contains(&message), "{j}");
+        // InvalidCredentialsError is no Fault: it keeps only the string.
+        let code = if status == 403 {
+            Value::Null
+        } else {
+            status.into()
+        };
+        assert_eq!(j["fault_code"], code, "{j}");
+        assert_nothing_stored(&h).await;
+        let calls = hook.calls_to("pre_create");
+        assert_eq!(calls.len(), 1);
+        let c = &calls[0];
+        assert_eq!(c["format"], "xmlrpc", "{c}");
+        assert_eq!(c["content_type"], "image/jpeg", "{c}");
+        assert_eq!(c["principal"]["name"], USER, "{c}");
+        assert_eq!(c["principal"]["via"], "user", "{c}");
+        assert_eq!(c["principal"]["role"], "admin", "{c}");
+    }
 }

@@ -70,6 +70,12 @@ impl Setup {
         std::fs::write(&self.config, toml).unwrap();
     }
 
+    /// The bucket the node's blobs go to (under `media/`); for hooks.rs.
+    #[allow(dead_code)]
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
     pub fn start(&self, name: &str) -> Node {
         let mut c = Command::new(env!("CARGO_BIN_EXE_bulkwire"));
         c.arg("serve")

@@ -19,9 +19,12 @@
 //! `limit`, `value`). The HTTP status is the server's usual one — 400
 //! malformed, 401 credentials (with `WWW-Authenticate: Basic`), 413 over a
 //! limit, 415 not SOAP, 5xx for the server's side — rather than SOAP 1.1's
-//! blanket 500: clients read the fault body either way (SOAP 1.2 Part 2
-//! §7.5.2.2 itself answers a `Sender` fault with 400), and a proxy or a
-//! log sees what happened. Credentials are HTTP Basic for a `--user` or a
+//! blanket 500: most clients read the fault body either way (SOAP 1.2
+//! Part 2 §7.5.2.2 itself answers a `Sender` fault with 400), and a proxy
+//! or a log sees what happened. Apache CXF does not by default (WS-I Basic
+//! Profile R1126): it raises an HTTPException with the status alone unless
+//! set with `org.apache.cxf.transport.no_io_exceptions`
+//! (tests/soap_clients.rs). Credentials are HTTP Basic for a `--user` or a
 //! Bearer token, as on `/v1`; the WSDL needs none. The `SOAPAction` header
 //! and the SOAP 1.2 `action` parameter are not required.
 
@@ -421,6 +424,11 @@ fn fault_response(v: SoapVersion, e: &ApiError, close: bool) -> Response {
         Kind::Busy => {
             h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        // As `response::error`: a store that is away, or a hook that did
+        // not answer (`crate::hooks`, closed), says when to try again.
+        Kind::Unavailable => {
+            h.insert(RETRY_AFTER, HeaderValue::from_static("5"));
+        }
         Kind::Unauthorized => {
             h.insert(
                 WWW_AUTHENTICATE,
@@ -428,6 +436,9 @@ fn fault_response(v: SoapVersion, e: &ApiError, close: bool) -> Response {
             );
         }
         _ => {}
+    }
+    if let Some(s) = e.retry_after {
+        h.insert(RETRY_AFTER, HeaderValue::from(s));
     }
     if close {
         h.insert(CONNECTION, HeaderValue::from_static("close"));

@@ -114,6 +114,23 @@ pub fn report(out: &Output) -> Value {
     }
 }
 
+/// The report of a client run that was to fail (a refused upload): its
+/// last JSON line, with `"ok": false`, and a failed exit; fails with both
+/// outputs otherwise.
+pub fn failure_report(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+    let j: Option<Value> = line.and_then(|l| serde_json::from_str(l).ok());
+    match j {
+        Some(j) if !out.status.success() && j["ok"] == false => j,
+        _ => panic!(
+            "the client did not fail as expected (status {:?})\nstdout: {stdout}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
 /// The upload id at the end of an upload URL, which must be under
 /// `origin` (the address the client was given: the Location follows the
 /// Host header).

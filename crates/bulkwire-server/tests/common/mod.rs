@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod clients;
+pub mod hook;
 
 use bulkwire_server::principal::Role;
 use bulkwire_server::store::{

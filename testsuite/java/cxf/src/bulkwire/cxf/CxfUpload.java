@@ -23,11 +23,18 @@ import javax.xml.namespace.QName;
  * client, MTOM enabled (threshold 0: data always goes as an XOP
  * attachment), HTTP Basic through BindingProvider.
  *
- * <p>usage: CxfUpload WSDL_URL USER PASSWORD FILE {11|12}. Prints the
- * uploadResponse as JSON, plus what java.net.http.HttpClient got for its
- * {@code url} (the item's capability link) with no credentials:
+ * <p>usage: CxfUpload WSDL_URL USER PASSWORD FILE {11|12} [faults-at-any-status].
+ * Prints the uploadResponse as JSON, plus what java.net.http.HttpClient got
+ * for its {@code url} (the item's capability link) with no credentials:
  * {@code fetched_status} and {@code fetched_sha256} (hex SHA-256 of the
- * body). On a SOAP fault prints {"fault": code} and exits 3.
+ * body). On a SOAP fault prints {"fault": code, "message": its fault string}
+ * and exits 3. CXF reads a fault only from a 500 answer (WS-I Basic Profile
+ * R1126); any other error status it raises as an HTTPException without
+ * reading the body: then prints {"http_status": code, "http_message": …}
+ * and exits 4; any other WebServiceException: {"error": its causes}, exit
+ * 5. With {@code faults-at-any-status} the client is set as CXF
+ * users set it to read faults at any status
+ * ({@code org.apache.cxf.transport.no_io_exceptions}).
  */
 public final class CxfUpload {
     public static void main(String[] args) throws Exception {
@@ -39,6 +46,9 @@ public final class CxfUpload {
         BindingProvider bp = (BindingProvider) media;
         bp.getRequestContext().put(BindingProvider.USERNAME_PROPERTY, args[1]);
         bp.getRequestContext().put(BindingProvider.PASSWORD_PROPERTY, args[2]);
+        if (args.length > 5 && args[5].equals("faults-at-any-status")) {
+            bp.getRequestContext().put("org.apache.cxf.transport.no_io_exceptions", true);
+        }
         Upload req = new Upload();
         req.name = file.getName();
         req.contentType = "application/x-cxf";
@@ -51,9 +61,39 @@ public final class CxfUpload {
                     r.id, r.url, r.size, r.sha256, f.status, f.sha256);
         } catch (SOAPFaultException e) {
             String code = e.getFault().getFaultCodeAsQName().getLocalPart();
-            System.out.printf("{\"fault\":\"%s\"}%n", code);
+            String message = e.getFault().getFaultString();
+            System.out.printf("{\"fault\":\"%s\",\"message\":\"%s\"}%n", json(code), json(message));
             System.exit(3);
+        } catch (jakarta.xml.ws.WebServiceException e) {
+            for (Throwable t = e; t != null; t = t.getCause()) {
+                if (t instanceof org.apache.cxf.transport.http.HTTPException h) {
+                    System.out.printf("{\"http_status\":%d,\"http_message\":\"%s\"}%n",
+                            h.getResponseCode(), json(String.valueOf(h.getResponseMessage())));
+                    System.exit(4);
+                }
+            }
+            StringBuilder chain = new StringBuilder();
+            for (Throwable t = e; t != null; t = t.getCause()) {
+                chain.append(t.getClass().getName()).append(": ").append(t.getMessage()).append(" <- ");
+            }
+            System.out.printf("{\"error\":\"%s\"}%n", json(chain.toString()));
+            System.exit(5);
         }
+    }
+
+    /** A string's JSON escapes (the quotes go around it). */
+    private static String json(String s) {
+        StringBuilder b = new StringBuilder();
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.toString();
     }
 
     private record Fetched(int status, String sha256) {}
