@@ -352,10 +352,12 @@ impl Call<'_> {
         }
     }
 
-    /// How much body to feed next: a slice once admitted; before, what is
-    /// left of `preauth_bytes` (an error when nothing is).
+    /// How much body to feed next: a slice once logged in; before, what is
+    /// left of `preauth_bytes` (an error when nothing is). Between the
+    /// login and the bits (where admission is, after the pre_create hook)
+    /// the codec's own limits (`field_bytes`, members) bound what is held.
     fn slice_len(&self) -> Result<usize, Failure> {
-        if self.ingest.as_ref().is_some_and(Ingest::admitted) {
+        if self.logged_in || self.ingest.as_ref().is_some_and(Ingest::admitted) {
             return Ok(FEED_SLICE);
         }
         let pre = self.ctx.state.config.limits.preauth_bytes;
