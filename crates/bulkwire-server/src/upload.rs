@@ -605,6 +605,8 @@ impl Ingest {
                 content_type,
                 size: 0,
                 sha256: String::new(),
+                width: None,
+                height: None,
             },
         })
     }

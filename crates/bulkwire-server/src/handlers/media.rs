@@ -600,6 +600,8 @@ mod tests {
             size: 0,
             sha256: String::new(),
             created: 0,
+            width: None,
+            height: None,
         };
         assert_eq!(
             disposition(&m),

@@ -630,6 +630,8 @@ pub async fn complete_saved(
         content_type,
         size: st.offset(),
         sha256,
+        width: None,
+        height: None,
     });
     row.state = st.to_json();
     row.open = false;

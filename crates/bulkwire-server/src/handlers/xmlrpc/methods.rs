@@ -571,6 +571,8 @@ mod tests {
             size: 3,
             sha256: "ab".into(),
             created: 0,
+            width: None,
+            height: None,
         }
     }
 
