@@ -41,6 +41,7 @@ pub mod throttle;
 pub use bulkwire_store as store;
 pub mod stores;
 pub mod upload;
+pub mod variants;
 pub mod web;
 
 pub use auth::Auth;

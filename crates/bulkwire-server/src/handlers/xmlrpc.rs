@@ -482,6 +482,7 @@ impl Call<'_> {
             m,
             self.ctx.base,
             &self.ctx.state.links,
+            &self.ctx.state.config.variant_sizes,
         ))
     }
 }
