@@ -119,16 +119,8 @@ pub fn media_json(
         use bulkwire_image::{Fit, Output};
         let thumb = |w: u32| {
             readable.then(|| {
-                let l = crate::variants::link(
-                    base,
-                    links,
-                    &m.id,
-                    sizes,
-                    w,
-                    Some(w),
-                    Fit::Cover,
-                    Output::WebP,
-                );
+                let spec = crate::variants::square(w, Fit::Cover, Output::WebP);
+                let l = crate::variants::link(base, links, &m.id, sizes, spec);
                 serde_json::Value::String(l)
             })
         };

@@ -40,7 +40,7 @@ pub struct Variants {
     jobs: Arc<Semaphore>,
     queue: Arc<Semaphore>,
     /// Variants being made, by `id/name`: later askers wait for the first.
-    making: Mutex<HashMap<String, Arc<OnceCell<Result<(), ApiError>>>>>,
+    making: Mutex<HashMap<String, Arc<Making>>>,
     pool: Pool,
 }
 
@@ -54,6 +54,9 @@ impl Variants {
         }
     }
 }
+
+/// One variant being made: its maker's answer, once there.
+type Making = OnceCell<Result<(), ApiError>>;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -476,24 +479,31 @@ pub async fn stored_size(
     scan.finish().ok().map(|h| h.shown())
 }
 
-/// The signed link of variant `spec` (rounded to `ladder`) of item `id`.
+/// The signed link of variant `asked` (its sides rounded to `ladder`) of
+/// item `id`.
 pub fn link(
     base: &str,
     links: &crate::links::Links,
     id: &str,
     ladder: &[u32],
-    w: u32,
-    h: Option<u32>,
-    fit: Fit,
-    output: Output,
+    asked: Spec,
 ) -> String {
     let spec = Spec {
-        width: Some(round(w, ladder)),
-        height: h.map(|h| round(h, ladder)),
-        fit,
-        output,
+        width: asked.width.map(|w| round(w, ladder)),
+        height: asked.height.map(|h| round(h, ladder)),
+        ..asked
     };
     format!("{base}{}", links.variant_path(id, &params(&spec)))
+}
+
+/// A square box of `side` pixels.
+pub fn square(side: u32, fit: Fit, output: Output) -> Spec {
+    Spec {
+        width: Some(side),
+        height: Some(side),
+        fit,
+        output,
+    }
 }
 
 /// Whether an item's type is one variants are made of.

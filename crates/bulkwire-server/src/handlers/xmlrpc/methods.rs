@@ -554,7 +554,13 @@ fn sub_sizes(
     let (mut out, mut thumb) = (Vec::new(), String::new());
     for (name, side, crop) in SUB_SIZES {
         let fit = if crop { Fit::Cover } else { Fit::Contain };
-        let url = crate::variants::link(base, links, &m.id, sizes, side, Some(side), fit, output);
+        let url = crate::variants::link(
+            base,
+            links,
+            &m.id,
+            sizes,
+            crate::variants::square(side, fit, output),
+        );
         if name == "thumbnail" {
             thumb = url.clone();
         }
