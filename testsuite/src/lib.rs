@@ -192,9 +192,19 @@ pub fn python_venv(tmp: &Path, imports: &str) -> PathBuf {
         assert!(made, "python3 -m venv failed");
     }
     let req = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("py/requirements.txt");
+    // `python -m pip`, not `bin/pip`: the script's first line names the
+    // interpreter of the directory the venv was made in, so a venv copied
+    // with its target directory would install into the original.
     let pip = runs(
-        Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "--disable-pip-version-check", "-r"])
+        Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-r",
+            ])
             .arg(&req),
     );
     if !pip || !has(&py) {

@@ -359,7 +359,7 @@ fn rfc3339(secs: i64) -> String {
 }
 
 /// Opens the metadata store `at` names and runs `f` on it.
-fn run<F, Fut>(what: &str, at: &Where, f: F) -> ExitCode
+pub(crate) fn run<F, Fut>(what: &str, at: &Where, f: F) -> ExitCode
 where
     F: FnOnce(Arc<dyn MetaStore>) -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod bench;
 mod build;
 mod creds;
+mod events;
 mod load;
 mod parse;
 mod parse_xml;
@@ -42,6 +43,10 @@ enum Command {
     /// Manage media links (capability URLs) in the metadata store.
     #[command(subcommand)]
     Link(creds::LinkCmd),
+    /// Events in the outbox: list them, retry failed webhook deliveries,
+    /// make a signing secret (the book: docs/src/events.md).
+    #[command(subcommand)]
+    Events(events::EventsCmd),
     /// Load-test an upload endpoint (the book: docs/src/load.md).
     Load(Box<load::Args>),
     /// Measure a server: memory and time against size, latency at a fixed
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
         Command::Token(c) => creds::token(c),
         Command::User(c) => creds::user(c),
         Command::Link(c) => creds::link(c),
+        Command::Events(c) => events::events(c),
         Command::Load(a) => load::run(*a),
         Command::Bench(c) => bench::run(c),
     }

@@ -101,13 +101,17 @@ fn documented_keys(md: &str) -> Vec<(String, String, String, usize)> {
     out
 }
 
-/// `Config::default()` as JSON, with one user so that `[[users]]` shows its keys.
+/// `Config::default()` as JSON, with one user so that `[[users]]` shows its keys, and one
+/// webhook given only its required keys (the others take their defaults).
 fn defaults() -> Value {
     let mut c = Config::default();
     c.users.push(User {
         name: "n".into(),
         password: "p".into(),
     });
+    let secret = bulkwire_server::events::config::new_secret();
+    let hook = format!("[[webhooks]]\nurl = \"http://127.0.0.1:9/\"\nsecret = \"{secret}\"\n");
+    c.webhooks = Config::from_toml_str(&hook).unwrap().webhooks;
     serde_json::to_value(&c).unwrap()
 }
 
@@ -216,7 +220,16 @@ fn every_documented_default_is_the_code_default() {
             .strip_prefix('`')
             .and_then(|c| c.strip_suffix('`'))
             .filter(|v| !v.contains('`'));
+        let array = defaults[sec.as_str()].is_array();
         match value {
+            // An entry of a list of tables: its default, a TOML value that is JSON too
+            // (`["*"]`).
+            Some(v) if array => {
+                let parsed: Value = serde_json::from_str(v)
+                    .unwrap_or_else(|e| panic!("line {line}: `{v}` does not parse: {e}"));
+                let code = &defaults[sec.as_str()][0][key.as_str()];
+                assert_eq!(&parsed, code, "line {line}: [[{sec}]] {key}");
+            }
             Some(v) => {
                 let parsed = parsed_default(&sec, &key, v)
                     .unwrap_or_else(|e| panic!("line {line}: `{key} = {v}` does not parse: {e}"));
@@ -225,8 +238,8 @@ fn every_documented_default_is_the_code_default() {
                     "line {line}: [{sec}] {key}: the page says {v}, the code {code}"
                 );
             }
-            // A `[[users]]` entry has no defaults: each key must be given.
-            None if defaults[sec.as_str()].is_array() => {
+            // A key of a `[[users]]` or `[[webhooks]]` entry said in words must be given.
+            None if array => {
                 assert_eq!(cell, "required", "line {line}: [[{sec}]] {key}")
             }
             // Said in words: the code has no value either (an absent `Option`).

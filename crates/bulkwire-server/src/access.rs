@@ -61,6 +61,12 @@ pub fn set_principal(ext: &http::Extensions, name: &str) {
     }
 }
 
+/// The request's id (`X-Request-Id`, the client's or a fresh one).
+pub fn request_id(ext: &http::Extensions) -> Option<String> {
+    let e = ext.get::<Arc<Entry>>()?;
+    e.id().to_str().ok().map(str::to_string)
+}
+
 /// The client's address of a request (its access entry's).
 pub fn client(ext: &http::Extensions) -> Option<std::net::IpAddr> {
     ext.get::<Arc<Entry>>().and_then(|e| e.client())
@@ -84,7 +90,7 @@ impl Entry {
             method: req.method().clone(),
             uri: req.uri().clone(),
             peer,
-            id: request_id(req.headers().get(&X_REQUEST_ID)),
+            id: new_request_id(req.headers().get(&X_REQUEST_ID)),
             start: Instant::now(),
             bytes_in: AtomicU64::new(0),
             principal: std::sync::OnceLock::new(),
@@ -195,7 +201,7 @@ impl std::fmt::Display for Peer {
 }
 
 /// The client's id when it is usable as is, else a random 16-hex-digit one.
-fn request_id(given: Option<&HeaderValue>) -> HeaderValue {
+fn new_request_id(given: Option<&HeaderValue>) -> HeaderValue {
     let usable = |v: &&HeaderValue| {
         let b = v.as_bytes();
         !b.is_empty() && b.len() <= MAX_ID && b.iter().all(|c| c.is_ascii_graphic())
@@ -254,13 +260,13 @@ mod tests {
     #[test]
     fn a_sane_client_id_is_kept_anything_else_replaced() {
         let given = HeaderValue::from_static("req-42");
-        assert_eq!(request_id(Some(&given)), given);
+        assert_eq!(new_request_id(Some(&given)), given);
         let long = HeaderValue::from_str(&"x".repeat(MAX_ID + 1)).unwrap();
-        let fresh = request_id(Some(&long));
+        let fresh = new_request_id(Some(&long));
         assert_eq!(fresh.len(), 16);
         assert_ne!(fresh, long);
         let spaced = HeaderValue::from_static("a b");
-        assert_ne!(request_id(Some(&spaced)), spaced);
-        assert_ne!(request_id(None), request_id(None));
+        assert_ne!(new_request_id(Some(&spaced)), spaced);
+        assert_ne!(new_request_id(None), new_request_id(None));
     }
 }

@@ -110,6 +110,13 @@ pub struct Config {
     /// The sizes (pixels, on a side) image variants are rounded up to, so
     /// that a cache holds few of them (see `crate::variants`).
     pub variant_sizes: Vec<u32>,
+    /// How long events are kept and how webhooks are delivered
+    /// (`crate::events`).
+    pub events: crate::events::EventsConfig,
+    /// Where events are POSTed, signed (`[[webhooks]]`).
+    pub webhooks: Vec<crate::events::Webhook>,
+    /// URLs asked before an upload is stored and before it commits.
+    pub hooks: crate::events::HooksConfig,
     pub limits: Limits,
 }
 
@@ -164,6 +171,9 @@ impl Default for Config {
             cors_origins: Vec::new(),
             auth: AuthKeys::default(),
             variant_sizes: DEFAULT_VARIANT_SIZES.to_vec(),
+            events: Default::default(),
+            webhooks: Vec::new(),
+            hooks: Default::default(),
             limits: Limits::default(),
         }
     }
@@ -191,6 +201,13 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// `[events]`, `[[webhooks]]` and `[hooks]`, each naming its fault.
+    pub fn validate_events(&self) -> Result<(), String> {
+        self.events.validate()?;
+        crate::events::config::validate_webhooks(&self.webhooks)?;
+        self.hooks.validate()
     }
 
     /// `public_url` and `cors_origins` are origins: a scheme, a host, an
@@ -227,6 +244,7 @@ impl Config {
         // Each key alone: the CLI checks the whole after its flags and
         // variables (`AuthKeys::validate`).
         c.auth.validate_keys()?;
+        c.validate_events()?;
         Ok(c)
     }
 }

@@ -51,6 +51,9 @@ pub enum Kind {
     /// A request the server understood about content it cannot process:
     /// an image that does not decode (422).
     Unprocessable,
+    /// The application's hook said no (`crate::hooks`): its status, 403
+    /// unless it named another.
+    Refused,
 }
 
 impl Kind {
@@ -77,6 +80,7 @@ impl Kind {
             Kind::Checksum => "checksum_mismatch",
             Kind::TooMany => "too_many",
             Kind::Unprocessable => "unprocessable",
+            Kind::Refused => "refused",
         }
     }
 
@@ -102,6 +106,7 @@ impl Kind {
             Kind::Checksum => StatusCode::from_u16(460).unwrap_or(StatusCode::BAD_REQUEST),
             Kind::TooMany => StatusCode::TOO_MANY_REQUESTS,
             Kind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+            Kind::Refused => StatusCode::FORBIDDEN,
         }
     }
 }
@@ -119,6 +124,8 @@ pub struct ApiError {
     /// Seconds for `Retry-After`, where the kind's default does not fit (a
     /// throttled login's wait).
     pub retry_after: Option<u64>,
+    /// The status a hook's refusal named, over the kind's.
+    pub refused_with: Option<StatusCode>,
 }
 
 impl ApiError {
@@ -129,6 +136,7 @@ impl ApiError {
             limit: None,
             allow: None,
             retry_after: None,
+            refused_with: None,
         }
     }
 
@@ -155,6 +163,7 @@ impl ApiError {
             limit: Some((name, value)),
             allow: None,
             retry_after: None,
+            refused_with: None,
         }
     }
 
@@ -169,6 +178,7 @@ impl ApiError {
             limit: Some((name, value)),
             allow: None,
             retry_after: None,
+            refused_with: None,
         }
     }
 
@@ -191,6 +201,7 @@ impl ApiError {
             limit: Some((o.limit, o.value)),
             allow: None,
             retry_after: None,
+            refused_with: None,
         }
     }
 
@@ -199,7 +210,19 @@ impl ApiError {
     }
 
     pub fn status(&self) -> StatusCode {
-        self.kind.status()
+        self.refused_with.unwrap_or(self.kind.status())
+    }
+
+    /// A hook's refusal: its status (a 4xx or 5xx; anything else is 403)
+    /// and its message, as the client is to see them.
+    pub fn refused(status: u16, message: impl Into<String>) -> Self {
+        let s = StatusCode::from_u16(status)
+            .ok()
+            .filter(|s| s.is_client_error() || s.is_server_error());
+        ApiError {
+            refused_with: Some(s.unwrap_or(StatusCode::FORBIDDEN)),
+            ..ApiError::new(Kind::Refused, message)
+        }
     }
 
     /// Label for the `rejected` metric: the kind, and for a limit its name.

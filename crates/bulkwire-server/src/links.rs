@@ -96,6 +96,23 @@ impl Links {
         }
     }
 
+    /// A link to the bytes of upload `id` before its row commits, for the
+    /// `pre_finish` hook (`crate::hooks`): valid for `ttl`, and signed over
+    /// another name than a media link, so neither stands for the other.
+    pub fn finishing_path(&self, id: &str, ttl: Duration) -> String {
+        let exp = unix_now().saturating_add(ttl.as_secs().max(1));
+        let sig = self.sign(&finishing_name(id), exp);
+        format!("{FINISHING}{id}?exp={exp}&sig={sig}")
+    }
+
+    /// Checks a [`Links::finishing_path`] query for `id`.
+    pub fn verify_finishing(&self, id: &str, query: &str) -> Result<(), Refused> {
+        if !query.split('&').any(|kv| kv.starts_with("exp=")) {
+            return Err(Refused::Bad);
+        }
+        self.verify(&finishing_name(id), query)
+    }
+
     fn sign(&self, id: &str, exp: u64) -> String {
         self.sign_with(CONTEXT, id, exp)
     }
@@ -164,6 +181,13 @@ fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Where the `pre_finish` hook reads an upload's bytes.
+pub const FINISHING: &str = "/v1/finishing/";
+
+fn finishing_name(id: &str) -> String {
+    format!("finishing/{id}")
 }
 
 #[cfg(test)]

@@ -9,9 +9,10 @@
 //! of magnitude more.
 
 use crate::store::{
-    BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, Lease, LeaseStore, ListQuery,
-    MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, NewToken, Pending, Quota,
-    Spool, SpoolWriter, StoredUser, Token, UploadRow, UploadStore, Usage, UserInfo, UserSet,
+    BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, Delivery, EventOf, EventStore,
+    FailedDelivery, Lease, LeaseStore, ListQuery, MediaRecord, MediaStore, MetaCore, MetaError,
+    MetaStore, NewEvent, NewMedia, NewToken, OutboxStats, Pending, Quota, Settle, Spool,
+    SpoolWriter, StoredEvent, StoredUser, Token, UploadRow, UploadStore, Usage, UserInfo, UserSet,
 };
 use bytes::Bytes;
 use std::collections::HashSet;
@@ -27,8 +28,9 @@ const BUCKETS: [f64; 13] = [
 ];
 
 /// Metadata operations, as labelled.
-const META_OPS: [&str; 10] = [
+const META_OPS: [&str; 11] = [
     "insert", "get", "list", "delete", "auth", "lease", "janitor", "ready", "admin", "upload",
+    "events",
 ];
 
 /// Indices into [`META_OPS`]: a call's histogram is found without a
@@ -46,6 +48,8 @@ enum MetaOp {
     Admin,
     /// Resumable uploads' rows.
     Upload,
+    /// The event outbox: the feed, deliveries.
+    Events,
 }
 
 /// Blob operations, as labelled.
@@ -226,8 +230,12 @@ impl MediaStore for MeteredMeta {
         rows: Vec<NewMedia>,
         node: &'a str,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
-        timed(self.h(MetaOp::Insert), self.inner.insert(rows, node, quota))
+        timed(
+            self.h(MetaOp::Insert),
+            self.inner.insert(rows, node, quota, event),
+        )
     }
     fn get<'a>(
         &'a self,
@@ -247,8 +255,12 @@ impl MediaStore for MeteredMeta {
         id: &'a str,
         owner: Option<&'a str>,
         node: &'a str,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        timed(self.h(MetaOp::Delete), self.inner.delete(id, owner, node))
+        timed(
+            self.h(MetaOp::Delete),
+            self.inner.delete(id, owner, node, event),
+        )
     }
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         timed(self.h(MetaOp::Admin), self.inner.all_ids())
@@ -370,10 +382,11 @@ impl UploadStore for MeteredMeta {
         row: UploadRow,
         max: usize,
         lease: Option<&'a str>,
+        event: Option<NewEvent>,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
         timed(
             self.h(MetaOp::Upload),
-            self.inner.upload_create(row, max, lease),
+            self.inner.upload_create(row, max, lease, event),
         )
     }
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
@@ -393,17 +406,105 @@ impl UploadStore for MeteredMeta {
         row: &'a UploadRow,
         media: Option<NewMedia>,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
         timed(
             self.h(MetaOp::Upload),
-            self.inner.upload_save(row, media, quota),
+            self.inner.upload_save(row, media, quota, event),
         )
     }
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
-        timed(self.h(MetaOp::Upload), self.inner.upload_remove(id, gen))
+    fn upload_remove<'a>(
+        &'a self,
+        id: &'a str,
+        gen: i64,
+        event: Option<NewEvent>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(
+            self.h(MetaOp::Upload),
+            self.inner.upload_remove(id, gen, event),
+        )
     }
     fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
         timed(self.h(MetaOp::Janitor), self.inner.upload_expired(limit))
+    }
+}
+
+impl EventStore for MeteredMeta {
+    fn events<'a>(
+        &'a self,
+        after: i64,
+        owner: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<StoredEvent>, MetaError>> {
+        timed(
+            self.h(MetaOp::Events),
+            self.inner.events(after, owner, limit),
+        )
+    }
+    fn deliveries_begin<'a>(&'a self, endpoint: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        timed(
+            self.h(MetaOp::Events),
+            self.inner.deliveries_begin(endpoint),
+        )
+    }
+    fn deliveries_plan<'a>(
+        &'a self,
+        endpoint: &'a str,
+        kinds: &'a [String],
+        limit: usize,
+    ) -> BoxFut<'a, Result<usize, MetaError>> {
+        timed(
+            self.h(MetaOp::Events),
+            self.inner.deliveries_plan(endpoint, kinds, limit),
+        )
+    }
+    fn deliveries_claim<'a>(
+        &'a self,
+        endpoint: &'a str,
+        node: &'a str,
+        lease: Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Delivery>, MetaError>> {
+        timed(
+            self.h(MetaOp::Events),
+            self.inner.deliveries_claim(endpoint, node, lease, limit),
+        )
+    }
+    fn delivery_settle<'a>(
+        &'a self,
+        endpoint: &'a str,
+        seq: i64,
+        node: &'a str,
+        how: Settle,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        timed(
+            self.h(MetaOp::Events),
+            self.inner.delivery_settle(endpoint, seq, node, how),
+        )
+    }
+    fn deliveries_failed(
+        &self,
+        limit: usize,
+    ) -> BoxFut<'_, Result<Vec<FailedDelivery>, MetaError>> {
+        timed(self.h(MetaOp::Events), self.inner.deliveries_failed(limit))
+    }
+    fn deliveries_retry<'a>(
+        &'a self,
+        event_id: Option<&'a str>,
+    ) -> BoxFut<'a, Result<u64, MetaError>> {
+        timed(
+            self.h(MetaOp::Events),
+            self.inner.deliveries_retry(event_id),
+        )
+    }
+    fn events_prune(&self, age: Duration) -> BoxFut<'_, Result<u64, MetaError>> {
+        timed(self.h(MetaOp::Events), self.inner.events_prune(age))
+    }
+    fn outbox_stats(&self) -> BoxFut<'_, Result<OutboxStats, MetaError>> {
+        timed(self.h(MetaOp::Events), self.inner.outbox_stats())
+    }
+    fn events_head(&self) -> BoxFut<'_, Result<i64, MetaError>> {
+        timed(self.h(MetaOp::Events), self.inner.events_head())
     }
 }
 
@@ -640,7 +741,10 @@ mod tests {
         m.get("x", None).await.unwrap();
         m.get("y", None).await.unwrap();
         // Not leased: the insert fails.
-        assert!(m.insert(vec![], "n", Default::default()).await.is_ok());
+        assert!(m
+            .insert(vec![], "n", Default::default(), None)
+            .await
+            .is_ok());
         let row = NewMedia {
             id: "z".into(),
             owner: "admin".into(),
@@ -652,7 +756,10 @@ mod tests {
             width: None,
             height: None,
         };
-        assert!(m.insert(vec![row], "n", Default::default()).await.is_err());
+        assert!(m
+            .insert(vec![row], "n", Default::default(), None)
+            .await
+            .is_err());
         let mut w = b.begin("a", Lease::detached("a")).await.unwrap();
         w.write(vec![Bytes::from_static(b"abc")]).await.unwrap();
         w.commit().await.unwrap();

@@ -292,7 +292,7 @@ pub(crate) fn gauge(o: &mut String, name: &str, help: &str, v: i64) {
 }
 
 /// Label value escaping of the exposition format.
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

@@ -128,6 +128,7 @@ impl Server {
     ) -> io::Result<Server> {
         config.limits.validate().map_err(io::Error::other)?;
         config.validate_urls().map_err(io::Error::other)?;
+        config.validate_events().map_err(io::Error::other)?;
         create_data_dir(&config.data)?;
         // Bind first: a second server started on the same address and data
         // directory must fail before it sweeps the first one's temp files,
@@ -156,10 +157,18 @@ impl Server {
             .secret(crate::links::KEY_NAME, crate::links::Links::fresh_key())
             .await
             .map_err(|e| io::Error::other(format!("metadata store: link key: {e}")))?;
-        let state = Arc::new(AppState::new(config, auth, blobs, meta, node, link_key));
+        let hooks = crate::hooks::Hooks::new(&config.hooks).map_err(io::Error::other)?;
+        let state = Arc::new(AppState::new(
+            config, auth, blobs, meta, node, link_key, hooks,
+        ));
         if let Some(jwt) = &state.auth.jwt {
             state.metrics.attach_jwt(jwt.stats().clone());
         }
+        // Before the first request: a webhook added with this start gets
+        // every event committed from now on.
+        crate::events::dispatch::begin(&state)
+            .await
+            .map_err(|e| io::Error::other(format!("metadata store: {e}")))?;
         Ok(Server {
             state,
             listener,
@@ -200,6 +209,14 @@ impl Server {
         let janitor = AbortOnDrop(self.spawn_janitor());
         let _link_key = AbortOnDrop(self.spawn_link_key_reload());
         let _parked = AbortOnDrop(self.spawn_parked_sweep());
+        let _events: Vec<_> = crate::events::dispatch::start(&self.state)
+            .map_err(io::Error::other)?
+            .into_iter()
+            .chain([tokio::spawn(crate::events::feed::watch_head(
+                self.state.clone(),
+            ))])
+            .map(AbortOnDrop)
+            .collect();
         tokio::pin!(shutdown);
         loop {
             tokio::select! {

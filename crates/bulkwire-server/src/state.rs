@@ -43,6 +43,13 @@ pub struct AppState {
     /// Set at the first shutdown signal: `/readyz` answers 503 and new
     /// requests are refused while those in flight finish.
     pub draining: std::sync::atomic::AtomicBool,
+    /// Event wake-ups and counters (`crate::events`).
+    pub events: crate::events::Events,
+    /// The application's `pre_create` and `pre_finish` hooks.
+    pub hooks: crate::hooks::Hooks,
+    /// Uploads between their bytes' commit and their row's, which the
+    /// `pre_finish` hook may read (`crate::hooks`): id → (size, type).
+    pub(crate) finishing: Arc<crate::hooks::Finishing>,
 }
 
 impl AppState {
@@ -53,6 +60,7 @@ impl AppState {
         meta: Arc<dyn MetaStore>,
         node: Arc<str>,
         link_key: Vec<u8>,
+        hooks: crate::hooks::Hooks,
     ) -> AppState {
         let links = crate::links::Links::new(
             link_key,
@@ -85,6 +93,9 @@ impl AppState {
             )),
             batches: crate::store::AlignedPool::new(batch_size(&config.limits)),
             draining: false.into(),
+            events: Default::default(),
+            hooks,
+            finishing: Default::default(),
             admitted: Default::default(),
             conns: Arc::new(crate::conns::Conns::new(
                 max_conns,

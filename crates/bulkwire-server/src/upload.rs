@@ -532,10 +532,34 @@ pub struct Ingest {
     /// One per file begun: dropped unended (the upload failed), each
     /// removes what its file left (`Lease`'s `Drop`).
     leases: Vec<Arc<Lease>>,
+    /// Where the upload comes from, for its `media.created` events.
+    origin: crate::events::Origin,
+    /// What those events carry besides the row (a resumable upload's
+    /// `metadata`; a form's `fields` are added at the commit).
+    extra: serde_json::Map<String, serde_json::Value>,
+    /// Still to do before the first file's first byte: the `pre_create`
+    /// hook, then admission (see [`Ingest::admit_at_first_file`]).
+    opening: Option<Opening>,
+    /// The upload slot and memory, once taken here.
+    admission: Option<crate::admission::Admission>,
+    /// The declared size the hooks are told.
+    declared: Option<u64>,
+    /// What the hooks changed in what is stored.
+    amend: crate::hooks::Amend,
+}
+
+/// Admission put off until the first file's headers are known.
+struct Opening {
+    progress: Arc<Progress>,
+    extra: u64,
 }
 
 impl Ingest {
-    pub fn new(state: &Arc<AppState>, who: &crate::principal::Principal) -> Ingest {
+    pub fn new(
+        state: &Arc<AppState>,
+        who: &crate::principal::Principal,
+        origin: crate::events::Origin,
+    ) -> Ingest {
         Ingest {
             state: state.clone(),
             who: who.clone(),
@@ -543,7 +567,120 @@ impl Ingest {
             fields: Vec::new(),
             field_bytes: 0,
             leases: Vec::new(),
+            origin,
+            extra: Default::default(),
+            opening: None,
+            admission: None,
+            declared: None,
+            amend: Default::default(),
         }
+    }
+
+    /// Puts admission (a slot and the shared reserve plus `extra` bytes
+    /// of memory, `crate::admission`) off until the first file begins,
+    /// after the `pre_create` hook: a request waiting for the application
+    /// holds neither. `declared` is the size the hooks are told.
+    pub fn admit_at_first_file(
+        &mut self,
+        progress: &Arc<Progress>,
+        extra: u64,
+        declared: Option<u64>,
+    ) {
+        self.declared = declared;
+        self.opening = Some(Opening {
+            progress: progress.clone(),
+            extra,
+        });
+    }
+
+    /// True once the upload holds its slot (taken here).
+    pub fn admitted(&self) -> bool {
+        self.admission.is_some()
+    }
+
+    /// Asks the `pre_create` hook now, with what is known (formats whose
+    /// file is named only after its bytes: SOAP), before the caller
+    /// admits the upload.
+    pub async fn pre_create(
+        &mut self,
+        declared: Option<u64>,
+        filename: Option<&str>,
+        content_type: Option<&str>,
+    ) -> Result<(), ApiError> {
+        self.declared = declared;
+        let ask = self.ask(filename, content_type);
+        let st = &self.state;
+        let stage = crate::hooks::Stage::PreCreate;
+        let amend = st
+            .hooks
+            .ask(&st.events.stats, stage, &self.who, &ask)
+            .await?;
+        self.take_amend(amend);
+        Ok(())
+    }
+
+    fn ask(&self, filename: Option<&str>, content_type: Option<&str>) -> crate::hooks::Ask {
+        let fields = (self.origin.format == "multipart").then(|| {
+            self.fields
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect()
+        });
+        crate::hooks::Ask {
+            format: self.origin.format,
+            declared_size: self.declared,
+            filename: filename.map(str::to_string),
+            content_type: content_type.map(str::to_string),
+            fields,
+            metadata: self.extra.get("metadata").cloned(),
+            client: self.origin.client,
+            request_id: self.origin.request_id.clone(),
+            finished: None,
+        }
+    }
+
+    fn take_amend(&mut self, a: crate::hooks::Amend) {
+        if let Some(m) = a.metadata.clone() {
+            self.extra
+                .insert("metadata".into(), serde_json::Value::Object(m));
+        }
+        if a.filename.is_some() {
+            self.amend.filename = a.filename;
+        }
+        if a.content_type.is_some() {
+            self.amend.content_type = a.content_type;
+        }
+    }
+
+    /// What the hooks said, over the client's words.
+    fn amended(&self, media: &mut NewMedia) {
+        if let Some(f) = &self.amend.filename {
+            media.filename = Some(f.clone());
+        }
+        if let Some(t) = &self.amend.content_type {
+            media.content_type = clean_content_type(Some(t));
+        }
+    }
+
+    /// The `pre_create` hook and admission, if put off until now.
+    async fn open(
+        &mut self,
+        filename: Option<&str>,
+        content_type: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let Some(o) = self.opening.take() else {
+            return Ok(());
+        };
+        self.pre_create(self.declared, filename, content_type)
+            .await?;
+        let a = crate::admission::admit(&self.state, &o.progress, o.extra).await?;
+        self.admission = Some(a);
+        Ok(())
+    }
+
+    /// Adds `key` to what the upload's `media.created` events carry.
+    pub fn describe_event(&mut self, key: &str, value: serde_json::Value) {
+        self.extra.insert(key.to_string(), value);
     }
 
     /// Starts a file. `filename` and `content_type` are the client's words:
@@ -556,6 +693,12 @@ impl Ingest {
         filename: Option<String>,
         content_type: Option<&str>,
     ) -> Result<FileSink, ApiError> {
+        self.open(filename.as_deref(), content_type).await?;
+        // The hook's words over the client's.
+        let filename = self.amend.filename.clone().or(filename);
+        let content_type: Option<String> =
+            (self.amend.content_type.clone()).or_else(|| content_type.map(str::to_string));
+        let content_type = content_type.as_deref();
         let l = &self.state.config.limits;
         if filename
             .as_ref()
@@ -617,6 +760,9 @@ impl Ingest {
         sink.write_all().await?;
         let digest = sink.settle_hash().await?.finalize();
         let mut media = sink.media;
+        // A name or type the message gave after the hook (SOAP, XML-RPC)
+        // yields to the hook's.
+        self.amended(&mut media);
         let head = sink.head.as_deref().unwrap_or_default();
         media.content_type = media_type(&media.content_type, head, media.filename.as_deref());
         // A type told by the bytes is checked once they are there; the
@@ -697,15 +843,24 @@ impl Ingest {
     /// Inserts every file's row in one transaction: the upload becomes
     /// visible whole, or not at all.
     pub async fn commit(mut self) -> Result<(Vec<MediaRecord>, Vec<(String, String)>), ApiError> {
-        let files = std::mem::take(&mut self.files);
+        let mut files = std::mem::take(&mut self.files);
+        for f in &mut files {
+            self.pre_finish(f).await?;
+        }
         let n = files.len();
         let ids: std::collections::HashSet<String> = files.iter().map(|f| f.id.clone()).collect();
         let quota = self.who.quota;
+        let mut extra = std::mem::take(&mut self.extra);
+        if self.origin.format == "multipart" {
+            extra.extend(crate::events::fields_json(&self.fields));
+        }
+        let event = crate::events::media_created(&self.state, &self.origin, extra);
         let records = self
             .state
             .meta
-            .insert(files, &self.state.node, quota)
+            .insert(files, &self.state.node, quota, Some(event))
             .await?;
+        self.state.events.written("media.created", records.len());
         // The insert ended these leases in its transaction. Files begun and
         // then dropped (an empty file input, an unreferenced attachment)
         // were not inserted: their leases drop unended and clean up.
@@ -714,6 +869,39 @@ impl Ingest {
         }
         self.state.metrics.files_stored.fetch_add(n as u64, Relaxed);
         Ok((records, std::mem::take(&mut self.fields)))
+    }
+}
+
+impl Ingest {
+    /// The `pre_finish` hook for one file, its blob committed and its row
+    /// not: a refusal fails the upload (its lease, dropped unended, removes
+    /// the blob); an amendment changes the row to be.
+    async fn pre_finish(&mut self, f: &mut NewMedia) -> Result<(), ApiError> {
+        let st = self.state.clone();
+        let stage = crate::hooks::Stage::PreFinish;
+        if !st.hooks.has(stage) {
+            return Ok(());
+        }
+        let _readable = st.finishing.open(&f.id, f.size, &f.content_type);
+        let mut ask = self.ask(f.filename.as_deref(), Some(&f.content_type));
+        ask.finished = Some(crate::hooks::Finished {
+            id: f.id.clone(),
+            size: f.size,
+            sha256: f.sha256.clone(),
+            url: format!(
+                "{}{}",
+                self.origin.base,
+                st.links
+                    .finishing_path(&f.id, crate::hooks::FINISHING_LINK_TTL)
+            ),
+        });
+        let amend = st
+            .hooks
+            .ask(&st.events.stats, stage, &self.who, &ask)
+            .await?;
+        self.take_amend(amend);
+        self.amended(f);
+        Ok(())
     }
 }
 

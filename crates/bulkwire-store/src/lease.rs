@@ -282,13 +282,14 @@ struct ResumableLeftovers {
 pub async fn sweep_resumable(
     meta: &dyn MetaStore,
     blobs: &dyn BlobStore,
+    node: &str,
 ) -> Result<usize, MetaError> {
     let mut removed = 0;
     loop {
         let batch = meta.upload_expired(CLAIM_BATCH).await?;
         let mut failed = 0;
         for row in &batch {
-            match expire(meta, blobs, &row.id).await {
+            match expire(meta, blobs, &row.id, node).await {
                 Ok(()) => removed += 1,
                 Err(e) => {
                     failed += 1;
@@ -302,17 +303,31 @@ pub async fn sweep_resumable(
     }
 }
 
-async fn expire(meta: &dyn MetaStore, blobs: &dyn BlobStore, id: &str) -> io::Result<()> {
+/// Removes expired upload `id`. An unfinished one leaves the event
+/// `upload.expired`, written with the row's removal; a finished one's row
+/// is only the record of an item that lives on.
+async fn expire(
+    meta: &dyn MetaStore,
+    blobs: &dyn BlobStore,
+    id: &str,
+    node: &str,
+) -> io::Result<()> {
     let claim = meta.upload_claim_expired(id).await;
     let Some(row) = claim.map_err(io::Error::other)? else {
         return Ok(());
     };
     let left: ResumableLeftovers = serde_json::from_str(&row.state)
         .map_err(|e| io::Error::other(format!("upload {id}: unreadable state: {e}")))?;
+    let offset = left.spool.len;
+    let event = (!left.media).then(|| {
+        let data = serde_json::json!({"id": id, "offset": offset});
+        let e = crate::Event::new("upload.expired", node, &row.owner, None, data);
+        crate::NewEvent::new(id, e)
+    });
     if !left.media {
         blobs.spool_abort(id, left.spool).await?;
     }
-    meta.upload_remove(id, row.gen)
+    meta.upload_remove(id, row.gen, event)
         .await
         .map_err(io::Error::other)?;
     Ok(())
@@ -354,7 +369,7 @@ async fn sweep(leases: &Leases, times: JanitorTimes) {
             Ok(_) => {}
             Err(e) => tracing::warn!("janitor: {e} (retried next round)"),
         }
-        match sweep_resumable(meta, blobs).await {
+        match sweep_resumable(meta, blobs, node).await {
             Ok(0) => {}
             Ok(n) => tracing::info!("janitor: removed {n} expired resumable upload(s)"),
             Err(e) => tracing::warn!("janitor: {e} (retried next round)"),

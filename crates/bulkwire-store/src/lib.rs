@@ -67,9 +67,10 @@ pub use fs_spool::NOTE_MAX;
 pub use lease::{Lease, Leases};
 pub use list::{ListQuery, Order, TypeFilter};
 pub use meta::{
-    token_id, CredentialStore, LeaseStore, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore,
-    NewMedia, NewToken, OverQuota, Pending, Quota, StoredUser, Token, UploadRow, UploadStore,
-    Usage, UserInfo, UserSet,
+    token_id, CredentialStore, Delivery, Event, EventOf, EventStore, FailedDelivery, LeaseStore,
+    MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewEvent, NewMedia, NewToken,
+    OutboxStats, OverQuota, Pending, Quota, Settle, StoredEvent, StoredUser, Token, UploadRow,
+    UploadStore, Usage, UserInfo, UserSet,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};

@@ -209,7 +209,69 @@ pub(crate) const STEPS: &[Step] = &[
         ON CONFLICT (owner) DO NOTHING;",
         backfill: None,
     },
-    // 7: an image's width and height in pixels as it is shown (EXIF
+    // 7: the event outbox (`meta/events.rs`): events in commit order,
+    // each endpoint's mark of how far it planned deliveries, and the
+    // deliveries, leased by whichever node sends them.
+    Step {
+        sqlite: "CREATE TABLE IF NOT EXISTS events (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        id      TEXT NOT NULL UNIQUE,
+        kind    TEXT NOT NULL,
+        owner   TEXT NOT NULL,
+        item    TEXT NOT NULL,
+        body    TEXT NOT NULL,
+        created INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS events_owner ON events (owner, seq);
+    CREATE TABLE IF NOT EXISTS event_scans (
+        endpoint TEXT PRIMARY KEY,
+        seq      INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS deliveries (
+        endpoint    TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        item        TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        attempts    INTEGER NOT NULL,
+        next_at     INTEGER NOT NULL,
+        lease_node  TEXT,
+        lease_until INTEGER,
+        error       TEXT,
+        PRIMARY KEY (endpoint, seq)
+    );
+    CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (endpoint, state, next_at);
+    CREATE INDEX IF NOT EXISTS deliveries_item ON deliveries (endpoint, item, seq);",
+        postgres: "CREATE TABLE IF NOT EXISTS events (
+        seq     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id      TEXT NOT NULL UNIQUE,
+        kind    TEXT NOT NULL,
+        owner   TEXT NOT NULL,
+        item    TEXT NOT NULL,
+        body    TEXT NOT NULL,
+        created TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    CREATE INDEX IF NOT EXISTS events_owner ON events (owner, seq);
+    CREATE TABLE IF NOT EXISTS event_scans (
+        endpoint TEXT PRIMARY KEY,
+        seq      BIGINT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS deliveries (
+        endpoint    TEXT NOT NULL,
+        seq         BIGINT NOT NULL,
+        item        TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        attempts    INTEGER NOT NULL,
+        next_at     TIMESTAMPTZ NOT NULL,
+        lease_node  TEXT,
+        lease_until TIMESTAMPTZ,
+        error       TEXT,
+        PRIMARY KEY (endpoint, seq)
+    );
+    CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (endpoint, state, next_at);
+    CREATE INDEX IF NOT EXISTS deliveries_item ON deliveries (endpoint, item, seq);",
+        backfill: None,
+    },
+    // 8: an image's width and height in pixels as it is shown (EXIF
     // orientation applied), read from its header at upload; NULL for
     // anything else and for the rows of before (nothing is decoded to
     // fill them: a variant reads the header again when it is made).

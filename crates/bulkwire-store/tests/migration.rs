@@ -83,8 +83,8 @@ async fn every_row_is_admins(m: &dyn bulkwire_store::MetaStore) {
     assert!(media
         .iter()
         .all(|r| r.width.is_none() && r.height.is_none()));
-    let now = format!("schema version {}", bulkwire_store::PG_SCHEMA_VERSION);
-    assert!(m.describe().await.unwrap().contains(&now));
+    let current = format!("schema version {}", PgMeta::SCHEMA_VERSION);
+    assert!(m.describe().await.unwrap().contains(&current));
 }
 
 #[tokio::test]

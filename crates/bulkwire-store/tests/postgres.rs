@@ -206,7 +206,7 @@ async fn all_fail(m: &PgMeta, id: &str) {
         (
             "insert",
             Box::pin(async {
-                m.insert(vec![row(id)], "n", bulkwire_store::Quota::default())
+                m.insert(vec![row(id)], "n", bulkwire_store::Quota::default(), None)
                     .await
                     .map(drop)
             }),
@@ -235,7 +235,7 @@ fn an_outage_fails_requests_and_the_pool_recovers() {
     let id = new_id();
     rt.block_on(async {
         m.lease(&id, "n").await.unwrap();
-        m.insert(vec![row(&id)], "n", bulkwire_store::Quota::default())
+        m.insert(vec![row(&id)], "n", bulkwire_store::Quota::default(), None)
             .await
             .unwrap();
         // Several connections in the pool, all of which the outage kills.

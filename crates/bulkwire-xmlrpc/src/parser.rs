@@ -400,6 +400,21 @@ impl<S: Base64Sink> Parser<S> {
         &self.st.params
     }
 
+    /// The members completed so far of the innermost struct being read:
+    /// a server learns an upload's `name` and `type` before its `bits`
+    /// end (WordPress clients send them first).
+    pub fn open_struct(&self) -> &[(String, Value<S::Output>)] {
+        self.st
+            .stack
+            .iter()
+            .rev()
+            .find_map(|f| match f {
+                Frame::Struct(m) => Some(m.as_slice()),
+                _ => None,
+            })
+            .unwrap_or(&[])
+    }
+
     pub fn sink(&self) -> &S {
         &self.st.sink
     }

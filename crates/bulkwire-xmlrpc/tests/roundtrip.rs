@@ -275,3 +275,41 @@ async fn async_adapter() {
     let r = parse_stream(futures_util::stream::iter(chunks), parser).await;
     assert!(matches!(r, Err(StreamError::Parse(e)) if e.kind() == ErrorKind::Malformed));
 }
+
+/// `open_struct` shows the members of the struct being read that are
+/// complete: an upload's name and type before its bits end, at any
+/// chunking (a server asks the application about the file by then).
+#[test]
+fn open_struct_names_the_file_before_its_bits_end() {
+    let body = "<?xml version=\"1.0\"?><methodCall><methodName>wp.uploadFile</methodName>\
+        <params><param><value><int>1</int></value></param>\
+        <param><value><string>u</string></value></param>\
+        <param><value><string>p</string></value></param>\
+        <param><value><struct>\
+        <member><name>name</name><value><string>a.png</string></value></member>\
+        <member><name>type</name><value><string>image/png</string></value></member>\
+        <member><name>bits</name><value><base64>aGVsbG8gd29ybGQ=</base64></value></member>\
+        </struct></value></param></params></methodCall>";
+    let inside = body.find("aGVs").unwrap() + 2;
+    for step in [1, 3, 7, body.len()] {
+        let mut p = Parser::new(Limits::default(), MemorySink::new(1 << 20));
+        let mut fed = 0;
+        while fed < inside {
+            let end = (fed + step).min(inside);
+            p.feed(&body.as_bytes()[fed..end], false).unwrap();
+            fed = end;
+        }
+        let names: Vec<(&str, Option<&str>)> = p
+            .open_struct()
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [("name", Some("a.png")), ("type", Some("image/png"))],
+            "step {step}"
+        );
+        p.feed(&body.as_bytes()[inside..], true).unwrap();
+        assert!(p.open_struct().is_empty(), "no struct is open at the end");
+    }
+}

@@ -10,8 +10,8 @@
 //! is skipped.
 
 use super::finish_upload;
-use crate::admission::admit;
 use crate::error::{ApiError, Kind};
+use crate::events::Origin;
 use crate::principal::Principal;
 use crate::response::{self, Response};
 use crate::state::AppState;
@@ -31,7 +31,8 @@ const FORMAT: &str = "multipart";
 pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>, who: &Principal) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let result = run(state, &parts.headers, &mut reader, who).await;
+    let origin = Origin::of(state, FORMAT, &parts.headers, &parts.extensions);
+    let result = run(state, &parts.headers, &mut reader, who, origin).await;
     finish_upload(state, FORMAT, &reader, result)
 }
 
@@ -96,6 +97,7 @@ async fn run(
     headers: &HeaderMap,
     reader: &mut BodyReader,
     who: &Principal,
+    origin: Origin,
 ) -> Result<Response, ApiError> {
     let limits = &state.config.limits;
     let boundary = form_boundary(headers)?;
@@ -104,9 +106,12 @@ async fn run(
     // them before the first byte.
     let declared = declared_length(headers);
     check_quota(state, who, declared, 1).await?;
-    let _admission = admit(state, reader.progress(), 0).await?;
     let mut parser = Parser::new(boundary.as_bytes(), Subtype::FormData, limits.multipart())?;
-    let mut ingest = Ingest::new(state, who);
+    let mut ingest = Ingest::new(state, who, origin);
+    // Admitted at the first file part, once the pre_create hook has seen
+    // its headers and the fields before it: the fields and part headers
+    // read meanwhile are bounded by their own limits.
+    ingest.admit_at_first_file(reader.progress(), 0, declared);
     let mut cur = Current::None;
     let mut capacity = parser.buffer_capacity();
     loop {

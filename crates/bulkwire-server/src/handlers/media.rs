@@ -291,6 +291,48 @@ pub(crate) fn disposition_for(kind: &str, filename: Option<&str>) -> String {
     format!("{kind}; filename=\"{ascii}\"; filename*=UTF-8''{enc}")
 }
 
+/// `GET`/`HEAD /v1/finishing/{id}?exp=…&sig=…`: the bytes of an upload
+/// whose `pre_finish` hook runs now (`crate::hooks`), for that hook to
+/// read: 403 for a bad or expired link, 404 once the hook has answered.
+pub async fn finishing(
+    state: &Arc<AppState>,
+    method: &Method,
+    id: &str,
+    query: &str,
+) -> Result<Response, ApiError> {
+    state.links.verify_finishing(id, query).map_err(|r| {
+        let m = match r {
+            crate::links::Refused::Bad => "invalid link",
+            crate::links::Refused::Expired => "expired link",
+        };
+        ApiError::new(Kind::Forbidden, m)
+    })?;
+    let (size, content_type) = state.finishing.get(id).ok_or_else(|| {
+        ApiError::new(Kind::NotFound, "no upload waiting for its pre_finish hook")
+    })?;
+    let body = match method == Method::HEAD || size == 0 {
+        true => empty(),
+        false => {
+            let s = state.blobs.open(id, 0, size).await.map_err(open_error)?;
+            CountingBody {
+                stream: s,
+                state: state.clone(),
+            }
+            .boxed_unsync()
+        }
+    };
+    let mut r = Response::new(body);
+    let hs = r.headers_mut();
+    hs.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    hs.insert(header::CONTENT_TYPE, hv(&content_type));
+    hs.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    hs.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(r)
+}
+
 /// A blob stream as a response body, counting bytes sent.
 struct CountingBody {
     stream: BlobStream,
@@ -334,9 +376,14 @@ pub async fn list(
     query: Option<&str>,
 ) -> Result<Response, ApiError> {
     let mut q = list_query(query.unwrap_or(""), state.config.limits.list_limit)?;
-    // Without every owner in reach, only one's own; with it, `owner=`
-    // narrows to one.
+    // `owner=` narrows to one owner within reach. Without every owner in
+    // reach, that is only one's own: another owner's items are none of
+    // one's own (an empty page), never one's own under another name.
     if let Some(own) = who.owner() {
+        if q.owner.as_deref().is_some_and(|o| o != own) {
+            let empty = serde_json::json!({"media": [], "next": null});
+            return Ok(response::json(StatusCode::OK, &empty));
+        }
         q.owner = Some(own.to_string());
     }
     let (order, limit) = (q.order, q.limit);
@@ -499,6 +546,7 @@ pub async fn delete(
     state: &Arc<AppState>,
     id: &str,
     who: &Principal,
+    origin: &crate::events::Origin,
 ) -> Result<Response, ApiError> {
     let not_found = || ApiError::new(Kind::NotFound, "no such media");
     if !is_id(id) {
@@ -506,9 +554,15 @@ pub async fn delete(
     }
     let m = state
         .meta
-        .delete(id, who.owner(), &state.node)
+        .delete(
+            id,
+            who.owner(),
+            &state.node,
+            Some(crate::events::media_deleted(state, origin)),
+        )
         .await?
         .ok_or_else(not_found)?;
+    state.events.written("media.deleted", 1);
     match state.blobs.delete(&m.id).await {
         Ok(()) => {
             if let Err(e) = state.meta.release(&m.id, &state.node).await {

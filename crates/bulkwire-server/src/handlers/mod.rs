@@ -12,6 +12,8 @@
 //! | `DELETE /v1/media/{id}` | [`media::delete`] |
 //! | `GET`, `HEAD /v1/media/{id}/variant` | [`crate::variants::answer`] (image variants) |
 //! | `GET`, `HEAD /v1/me` | [`me::answer`] (who the credentials name) |
+//! | `GET`, `HEAD /v1/events` | [`crate::events::feed::answer`] (the event feed) |
+//! | `GET`, `HEAD /v1/finishing/{id}` | [`media::finishing`] (a `pre_finish` hook reads the bytes) |
 //! | `POST /soap`, `GET /soap?wsdl` | [`soap::route`] (SOAP 1.1/1.2, MTOM) |
 //! | `POST /xmlrpc` (alias `/xmlrpc.php`) | [`xmlrpc::call`] (WordPress media API) |
 //! | `/v1/uploads`, `/v1/uploads/{id}` | [`tus::route`] (tus 1.0, IETF resumable uploads) |
@@ -160,6 +162,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         "/metrics" if get => {
             let mut t = state.metrics.render();
             state.auth.render_metrics(&mut t);
+            state.events.stats.render(&mut t);
             return response::text(StatusCode::OK, "text/plain; version=0.0.4", t);
         }
         "/healthz" | "/readyz" | "/metrics" => {
@@ -197,6 +200,28 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
             let rest = rest.to_string();
             return tus::route(state, req, &rest).await;
         }
+    }
+    if let Some(id) = path.strip_prefix(crate::links::FINISHING) {
+        if !get {
+            let e = ApiError::method_not_allowed(m, "GET, HEAD");
+            return reject(state, req, e);
+        }
+        let (id, query) = (id.to_string(), req.uri().query().unwrap_or("").to_string());
+        return media::finishing(state, req.method(), &id, &query)
+            .await
+            .unwrap_or_else(|e| reject(state, req, e));
+    }
+    if path == "/v1/events" {
+        return match identify(state, &req).await {
+            Ok(_) if !get => {
+                let e = ApiError::method_not_allowed(m, "GET, HEAD");
+                reject(state, req, e)
+            }
+            Ok(who) => crate::events::feed::answer(state, &who, req.uri().query())
+                .await
+                .unwrap_or_else(|e| reject(state, req, e)),
+            Err(e) => reject(state, req, e),
+        };
     }
     if path == "/v1/me" {
         return match identify(state, &req).await {
@@ -338,7 +363,10 @@ async fn media_route(
         (m @ (Method::GET | Method::HEAD), false) => {
             media::download(state, &m, tail, req.headers(), who.owner()).await
         }
-        (Method::DELETE, false) => media::delete(state, tail, who).await,
+        (Method::DELETE, false) => {
+            let origin = crate::events::Origin::of(state, "rest", req.headers(), req.extensions());
+            media::delete(state, tail, who, &origin).await
+        }
         (m, collection) => {
             let allow = match collection {
                 true => "GET, HEAD, POST",

@@ -3,8 +3,8 @@
 //! `Content-Type`.
 
 use super::finish_upload;
-use crate::admission::admit;
 use crate::error::{ApiError, Kind};
+use crate::events::Origin;
 use crate::principal::Principal;
 use crate::response::{self, Response};
 use crate::state::AppState;
@@ -23,7 +23,8 @@ pub async fn upload(
 ) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let result = run(state, name, &parts.headers, &mut reader, who).await;
+    let origin = Origin::of(state, FORMAT, &parts.headers, &parts.extensions);
+    let result = run(state, name, &parts.headers, &mut reader, who, origin).await;
     finish_upload(state, FORMAT, &reader, result)
 }
 
@@ -33,6 +34,7 @@ async fn run(
     headers: &HeaderMap,
     reader: &mut BodyReader,
     who: &Principal,
+    origin: Origin,
 ) -> Result<Response, ApiError> {
     let limits = &state.config.limits;
     let name = percent_decode(name)?;
@@ -46,8 +48,8 @@ async fn run(
     let ct = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
-    let _admission = admit(state, reader.progress(), 0).await?;
-    let mut ingest = Ingest::new(state, who);
+    let mut ingest = Ingest::new(state, who, origin);
+    ingest.admit_at_first_file(reader.progress(), 0, declared);
     let mut sink = ingest.begin_file(None, Some(name), ct).await?;
     while let Some(chunk) = reader.next().await? {
         sink.push(chunk)?;

@@ -10,7 +10,8 @@
 //! [`staging::STAGE_INPUT`] body bytes the staged bytes go to storage
 //! through [`FileSink`], so memory per upload does not grow with the file.
 //! The answer is `uploadResponse` (`id`, `url`, `size`, `sha256`) in the
-//! request's SOAP version.
+//! request's SOAP version; `url`, the item's link, only for a principal
+//! with `read` (links are handed out to no one else).
 //!
 //! Errors are SOAP faults in the request's version (from its
 //! `Content-Type`): `Client`/`Sender` for the client's errors, `Server`/
@@ -154,7 +155,8 @@ pub async fn upload(state: &Arc<AppState>, req: Request<Incoming>) -> Response {
         }
     };
     crate::access::set_principal(&parts.extensions, &who.name);
-    let result = run(state, &ct, &parts.headers, &mut reader, &who).await;
+    let origin = crate::events::Origin::of(state, FORMAT, &parts.headers, &parts.extensions);
+    let result = run(state, &ct, &parts.headers, &mut reader, &who, origin).await;
     finish(state, version, &reader, result)
 }
 
@@ -178,15 +180,22 @@ async fn run(
     headers: &HeaderMap,
     reader: &mut BodyReader,
     who: &Principal,
+    origin: crate::events::Origin,
 ) -> Result<(SoapVersion, Uploaded), ApiError> {
     let limits = &state.config.limits;
     check_declared_length(headers, "body_bytes", limits.body_bytes)?;
     check_quota(state, who, declared_length(headers), 1).await?;
     let xop = xop_limits(limits);
+    let mut ingest = Ingest::new(state, who, origin);
+    // Before admission, with what the request says: the message names its
+    // file only once it is read, and reading it takes the staging memory
+    // admission reserves (a hook's amendment still applies at the end).
+    ingest
+        .pre_create(declared_length(headers), None, None)
+        .await?;
     let _admission = admit(state, reader.progress(), extra_reserve(&xop)).await?;
     let staging = Staging::new(limits.soap_early_attachments);
     let mut parser = Parser::new(ct, select(), xop, staging).map_err(codec_error)?;
-    let mut ingest = Ingest::new(state, who);
     let mut files = Files::default();
     loop {
         let chunk = reader.next().await?;
@@ -211,11 +220,10 @@ async fn run(
         .ok_or_else(|| ApiError::storage("no row committed"))?;
     let uploaded = Uploaded {
         id: r.id.clone(),
-        url: format!(
-            "{}{}",
-            crate::response::base_url(&state.config, headers),
-            state.links.path(&r.id)
-        ),
+        url: who.gets_links().then(|| {
+            let base = crate::response::base_url(&state.config, headers);
+            format!("{base}{}", state.links.path(&r.id))
+        }),
         size: r.size,
         sha256: r.sha256.clone(),
     };

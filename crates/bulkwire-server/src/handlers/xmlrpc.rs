@@ -32,7 +32,7 @@
 
 pub mod methods;
 
-use crate::admission::{admit, Admission, Progress};
+use crate::admission::Progress;
 use crate::conns::{ConnHandle, Unauthenticated};
 use crate::error::{ApiError, Kind};
 use crate::metrics::Outcome;
@@ -129,6 +129,9 @@ fn api_fault(e: &ApiError) -> Fault {
         Kind::Timeout | Kind::Aborted => -32300,
         Kind::Busy | Kind::Unavailable => 503,
         Kind::TooMany => 429,
+        // The application's hook: its status is the code, as WordPress's
+        // own refusals (401, 403, 500) are.
+        Kind::Refused => i32::from(e.status().as_u16()),
         _ => Fault::SERVER_ERROR,
     };
     Fault::new(code, e.message.clone())
@@ -268,7 +271,6 @@ pub async fn call(
         unauthenticated,
         method: None,
         logged_in: false,
-        admitted: None,
         progress: reader.progress().clone(),
         fed: 0,
         ingest: None,
@@ -288,8 +290,6 @@ struct Call<'a> {
     unauthenticated: Option<Unauthenticated>,
     method: Option<&'static Info>,
     logged_in: bool,
-    /// The upload slot and memory, taken once the login passed.
-    admitted: Option<Admission>,
     /// The body's progress, which admission may preempt.
     progress: Arc<Progress>,
     /// Body bytes fed to the parser.
@@ -355,7 +355,7 @@ impl Call<'_> {
     /// How much body to feed next: a slice once admitted; before, what is
     /// left of `preauth_bytes` (an error when nothing is).
     fn slice_len(&self) -> Result<usize, Failure> {
-        if self.admitted.is_some() {
+        if self.ingest.as_ref().is_some_and(Ingest::admitted) {
             return Ok(FEED_SLICE);
         }
         let pre = self.ctx.state.config.limits.preauth_bytes;
@@ -373,14 +373,6 @@ impl Call<'_> {
         }
     }
 
-    /// Takes the upload slot and memory (the shared reserve plus
-    /// [`EXTRA_RESERVE`]), once the login passed.
-    async fn admit(&mut self) -> Result<(), Failure> {
-        let a = admit(self.ctx.state, &self.progress, EXTRA_RESERVE).await?;
-        self.admitted = Some(a);
-        Ok(())
-    }
-
     async fn feed(
         &mut self,
         parser: &mut Parser<Staging>,
@@ -390,16 +382,35 @@ impl Call<'_> {
         if let Err(e) = parser.feed(&input, last) {
             return Err(codec_failure(e, parser.sink_mut().refusal.take()));
         }
-        if self.gate(parser).await? {
-            self.admit().await?;
+        self.gate(parser).await?;
+        if self.file.is_none() && parser.sink().values > 0 {
+            // The bits began: the file is opened (the pre_create hook, then
+            // admission) with the name and type sent before them (in the
+            // struct still being read, or the whole data param when this
+            // slice ended it).
+            let known = |k: &str| {
+                let open = parser.open_struct().iter().find(|(n, _)| n == k);
+                let open = open.map(|(_, v)| v);
+                let done = || parser.params().get(3).and_then(|d| d.get(k));
+                open.or_else(done)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            };
+            let (name, ct) = (known("name"), known("type"));
+            let ingest = self.ingest.as_mut().ok_or_else(not_logged_in)?;
+            let f = ingest
+                .begin_file(Some("bits".into()), name, ct.as_deref())
+                .await?;
+            self.file = Some(f);
         }
         self.store(parser.sink_mut()).await
     }
 
     /// As soon as they are known: the method must exist, and an upload's
-    /// credentials must be right (before its bits reach storage). True when
-    /// the login has just passed: the upload is to be admitted.
-    async fn gate(&mut self, parser: &Parser<Staging>) -> Result<bool, Failure> {
+    /// credentials must be right (before its bits reach storage). The
+    /// upload is admitted when its bits begin (`feed`), after the
+    /// pre_create hook.
+    async fn gate(&mut self, parser: &Parser<Staging>) -> Result<(), Failure> {
         if self.method.is_none() {
             if let Some(name) = parser.method_name() {
                 let info = self.ctx.state.xmlrpc.get(name);
@@ -413,10 +424,13 @@ impl Call<'_> {
             // the items can be checked before the bits (the commit checks
             // both exactly).
             crate::upload::check_quota(self.ctx.state, &who, None, 1).await?;
-            self.ingest = Some(Ingest::new(self.ctx.state, &who));
+            let origin = self.ctx.origin(FORMAT);
+            let mut ingest = Ingest::new(self.ctx.state, &who, origin);
+            ingest.admit_at_first_file(&self.progress, EXTRA_RESERVE, None);
+            self.ingest = Some(ingest);
             self.logged_in = true;
             self.unauthenticated = None;
-            return Ok(true);
+            return Ok(());
         }
         if parser.sink().values > 0 && !(upload && self.logged_in) {
             // Unreachable for an upload (its params 0–2 end before
@@ -424,7 +438,7 @@ impl Call<'_> {
             let f = methods::invalid_params("a base64 value is accepted only in an upload");
             return Err(f.into());
         }
-        Ok(false)
+        Ok(())
     }
 
     /// Moves what the slice decoded to the file, opened at the first byte.
@@ -432,15 +446,10 @@ impl Call<'_> {
         if staging.values == 0 {
             return Ok(());
         }
-        if self.file.is_none() {
-            let ingest = self.ingest.as_mut().ok_or_else(not_logged_in)?;
-            let f = ingest.begin_file(Some("bits".into()), None, None).await?;
-            self.file = Some(f);
-        }
         if staging.buf.is_empty() {
             return Ok(());
         }
-        let file = self.file.as_mut().expect("opened above");
+        let file = self.file.as_mut().ok_or_else(not_logged_in)?;
         // The slice's bytes join the file's write batch (no copy, unless
         // the sink gathers into aligned batches); the staging allocates
         // afresh once the batch still holds its buffer.
@@ -458,7 +467,7 @@ impl Call<'_> {
         }
         // Checked in `gate` before the bits; again here so that the commit
         // never depends on that ordering alone.
-        methods::login(&self.ctx, params, Scopes::UPLOAD).await?;
+        let who = methods::login(&self.ctx, params, Scopes::UPLOAD).await?;
         let data = &params[3];
         let name = data.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() {
@@ -483,6 +492,7 @@ impl Call<'_> {
             self.ctx.base,
             &self.ctx.state.links,
             &self.ctx.state.config.variant_sizes,
+            who.gets_links(),
         ))
     }
 }

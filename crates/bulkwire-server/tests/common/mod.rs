@@ -4,11 +4,13 @@
 
 pub mod clients;
 
+use bulkwire_server::principal::Role;
 use bulkwire_server::store::{
-    BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, FsBlobStore, Lease, LeaseStore,
-    ListQuery, MediaRecord, MediaStore, MetaCore, MetaError, MetaStore, NewMedia, NewToken,
-    Pending, PgMeta, Quota, S3BlobStore, S3Config, Spool, SpoolWriter, SqliteMeta, StoredUser,
-    Token, UploadRow, UploadStore, Usage, UserInfo, UserSet,
+    BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, Delivery, EventOf, EventStore,
+    FailedDelivery, FsBlobStore, Lease, LeaseStore, ListQuery, MediaRecord, MediaStore, MetaCore,
+    MetaError, MetaStore, NewEvent, NewMedia, NewToken, OutboxStats, Pending, PgMeta, Quota,
+    S3BlobStore, S3Config, Settle, Spool, SpoolWriter, SqliteMeta, StoredEvent, StoredUser, Token,
+    UploadRow, UploadStore, Usage, UserInfo, UserSet,
 };
 use bulkwire_server::{Config, Limits, RunningServer, Server, User};
 use sha2::{Digest, Sha256};
@@ -43,6 +45,25 @@ pub async fn start(limits: Limits) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let (blobs, meta) = (blob_store(dir.path()), meta_store(dir.path()).await);
     start_with(dir, limits, blobs, meta).await
+}
+
+/// A server on the stores the test run is about, with `edit` applied to
+/// the test configuration (`[auth]` keys, limits).
+pub async fn start_edited(edit: impl FnOnce(&mut Config)) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let (blobs, meta) = (blob_store(dir.path()), meta_store(dir.path()).await);
+    let mut c = config(dir.path(), Limits::default());
+    edit(&mut c);
+    let srv = Server::bind_with(c, blobs, meta)
+        .await
+        .unwrap()
+        .spawn()
+        .unwrap();
+    Harness {
+        srv,
+        dir,
+        http: client(),
+    }
 }
 
 /// The stores the suite runs against. `BULKWIRE_TEST_STORES=shared` is
@@ -174,6 +195,15 @@ impl Probe {
         }
     }
 
+    /// Unfinished resumable uploads' bytes: spool files under
+    /// data/uploads, or the S3 multipart uploads they are.
+    pub fn spool_count(&self) -> usize {
+        match backend() {
+            Backend::Embedded => count_files(&self.dir.join("uploads")),
+            Backend::Shared => self.temp_count(),
+        }
+    }
+
     pub fn blob_exists(&self, id: &str) -> bool {
         match backend() {
             Backend::Embedded => self.dir.join("blobs").join(id).exists(),
@@ -276,11 +306,13 @@ pub async fn start_with(
 }
 
 /// A metadata store with `insert` and/or `ready` failing with the given
-/// errors; everything else is the wrapped store's own.
+/// errors, token lookups as slow as `token_delay` (a store across the
+/// network); everything else is the wrapped store's own.
 pub struct FailingMeta {
     pub inner: Arc<dyn MetaStore>,
     pub insert: Option<MetaError>,
     pub ready: Option<MetaError>,
+    pub token_delay: Option<std::time::Duration>,
 }
 
 impl FailingMeta {
@@ -289,6 +321,7 @@ impl FailingMeta {
             inner,
             insert: None,
             ready: None,
+            token_delay: None,
         }
     }
 }
@@ -322,10 +355,11 @@ impl MediaStore for FailingMeta {
         rows: Vec<NewMedia>,
         node: &'a str,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
         match &self.insert {
             Some(e) => fail(e),
-            None => self.inner.insert(rows, node, quota),
+            None => self.inner.insert(rows, node, quota, event),
         }
     }
     fn get<'a>(
@@ -346,8 +380,9 @@ impl MediaStore for FailingMeta {
         id: &'a str,
         owner: Option<&'a str>,
         node: &'a str,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        self.inner.delete(id, owner, node)
+        self.inner.delete(id, owner, node, event)
     }
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {
         self.inner.all_ids()
@@ -359,7 +394,13 @@ impl CredentialStore for FailingMeta {
         self.inner.token_add(digest, t)
     }
     fn token_find(&self, digest: [u8; 32]) -> BoxFut<'_, Result<Option<Token>, MetaError>> {
-        self.inner.token_find(digest)
+        let delay = self.token_delay;
+        Box::pin(async move {
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            self.inner.token_find(digest).await
+        })
     }
     fn token_used<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         self.inner.token_used(id)
@@ -460,8 +501,9 @@ impl UploadStore for FailingMeta {
         row: UploadRow,
         max: usize,
         lease: Option<&'a str>,
+        event: Option<NewEvent>,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.upload_create(row, max, lease)
+        self.inner.upload_create(row, max, lease, event)
     }
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
         self.inner.upload_get(id)
@@ -480,14 +522,81 @@ impl UploadStore for FailingMeta {
         row: &'a UploadRow,
         media: Option<NewMedia>,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
-        self.inner.upload_save(row, media, quota)
+        self.inner.upload_save(row, media, quota, event)
     }
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
-        self.inner.upload_remove(id, gen)
+    fn upload_remove<'a>(
+        &'a self,
+        id: &'a str,
+        gen: i64,
+        event: Option<NewEvent>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.upload_remove(id, gen, event)
     }
     fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {
         self.inner.upload_expired(limit)
+    }
+}
+
+impl EventStore for FailingMeta {
+    fn events<'a>(
+        &'a self,
+        after: i64,
+        owner: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<StoredEvent>, MetaError>> {
+        self.inner.events(after, owner, limit)
+    }
+    fn deliveries_begin<'a>(&'a self, endpoint: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
+        self.inner.deliveries_begin(endpoint)
+    }
+    fn deliveries_plan<'a>(
+        &'a self,
+        endpoint: &'a str,
+        kinds: &'a [String],
+        limit: usize,
+    ) -> BoxFut<'a, Result<usize, MetaError>> {
+        self.inner.deliveries_plan(endpoint, kinds, limit)
+    }
+    fn deliveries_claim<'a>(
+        &'a self,
+        endpoint: &'a str,
+        node: &'a str,
+        lease: Duration,
+        limit: usize,
+    ) -> BoxFut<'a, Result<Vec<Delivery>, MetaError>> {
+        self.inner.deliveries_claim(endpoint, node, lease, limit)
+    }
+    fn delivery_settle<'a>(
+        &'a self,
+        endpoint: &'a str,
+        seq: i64,
+        node: &'a str,
+        how: Settle,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        self.inner.delivery_settle(endpoint, seq, node, how)
+    }
+    fn deliveries_failed(
+        &self,
+        limit: usize,
+    ) -> BoxFut<'_, Result<Vec<FailedDelivery>, MetaError>> {
+        self.inner.deliveries_failed(limit)
+    }
+    fn deliveries_retry<'a>(
+        &'a self,
+        event_id: Option<&'a str>,
+    ) -> BoxFut<'a, Result<u64, MetaError>> {
+        self.inner.deliveries_retry(event_id)
+    }
+    fn events_prune(&self, age: Duration) -> BoxFut<'_, Result<u64, MetaError>> {
+        self.inner.events_prune(age)
+    }
+    fn outbox_stats(&self) -> BoxFut<'_, Result<OutboxStats, MetaError>> {
+        self.inner.outbox_stats()
+    }
+    fn events_head(&self) -> BoxFut<'_, Result<i64, MetaError>> {
+        self.inner.events_head()
     }
 }
 
@@ -586,6 +695,34 @@ impl Harness {
             .unwrap_or("")
             .to_string()
     }
+}
+
+/// Adds a stored user with `role` to the server's store (HTTP Basic, XML-RPC
+/// and SOAP logins with `password`).
+pub async fn add_user(h: &Harness, name: &str, password: &str, role: Role) {
+    let meta = &*h.srv.state.meta;
+    let made =
+        bulkwire_server::auth::set_user(meta, name, password.as_bytes(), UserSet::Create, role)
+            .await
+            .unwrap();
+    assert!(made, "user {name} exists already");
+}
+
+/// Adds a stored token of `owner` with `scopes` (`upload,read`) to the
+/// server's store; returns the secret to send as `Bearer`.
+pub async fn add_token(h: &Harness, owner: &str, scopes: &str) -> String {
+    let t = bulkwire_server::auth::new_token();
+    let nt = NewToken {
+        label: format!("{owner} {scopes}"),
+        owner: owner.into(),
+        scopes: scopes.into(),
+        expires: None,
+    };
+    let meta = &*h.srv.state.meta;
+    meta.token_add(bulkwire_server::auth::token_digest(&t), nt)
+        .await
+        .unwrap();
+    t
 }
 
 pub fn count_files(dir: &Path) -> usize {

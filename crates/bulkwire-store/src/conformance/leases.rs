@@ -40,7 +40,7 @@ async fn claims(m: &dyn MetaStore) {
     assert!(!got.iter().any(|p| p.id == mine), "a live node's lease");
     // Claimed: the dead node can no longer commit it.
     assert!(m
-        .insert(vec![row(&theirs)], &dead, crate::Quota::default())
+        .insert(vec![row(&theirs)], &dead, crate::Quota::default(), None)
         .await
         .is_err());
     // Another janitor does not get it again; the claimer does (a retry).
@@ -58,7 +58,7 @@ async fn claims(m: &dyn MetaStore) {
     for p in retry {
         m.release(&p.id, &j).await.unwrap();
     }
-    m.insert(vec![row(&mine)], &live, crate::Quota::default())
+    m.insert(vec![row(&mine)], &live, crate::Quota::default(), None)
         .await
         .unwrap();
     // A moved lease is no longer its node's: that node cannot commit.
@@ -67,7 +67,7 @@ async fn claims(m: &dyn MetaStore) {
     assert!(m.lease_move(&x, &live, &j).await.unwrap());
     assert!(!m.lease_move(&x, &live, &j).await.unwrap(), "moved already");
     assert!(m
-        .insert(vec![row(&x)], &live, crate::Quota::default())
+        .insert(vec![row(&x)], &live, crate::Quota::default(), None)
         .await
         .is_err());
     m.release(&x, &j).await.unwrap();
@@ -116,7 +116,7 @@ pub async fn janitor(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {
     };
     assert!(!lost_left, "the dead node's blob is gone");
     // The live node can still commit its upload.
-    m.insert(vec![row(&kept)], &live, crate::Quota::default())
+    m.insert(vec![row(&kept)], &live, crate::Quota::default(), None)
         .await
         .unwrap();
     dropped_leases(m, b).await;
@@ -133,7 +133,7 @@ async fn dropped_leases(m: Arc<dyn MetaStore>, b: Arc<dyn BlobStore>) {
         let lease = leases.take(id).await.unwrap();
         write_blob(&*b, lease.clone(), b"data", 4).await;
         if id == &committed {
-            m.insert(vec![row(id)], &node, crate::Quota::default())
+            m.insert(vec![row(id)], &node, crate::Quota::default(), None)
                 .await
                 .unwrap();
         }

@@ -31,7 +31,9 @@ async fn insert_named(m: &dyn MetaStore, rows: &[(Option<&str>, &str)]) -> Vec<M
         m.lease(&id, &node).await.unwrap();
         new.push(named(&id, *name, ct));
     }
-    m.insert(new, &node, crate::Quota::default()).await.unwrap()
+    m.insert(new, &node, crate::Quota::default(), None)
+        .await
+        .unwrap()
 }
 
 fn ids(rows: &[MediaRecord]) -> Vec<&str> {
@@ -234,7 +236,11 @@ async fn listing_pages_across_inserts_and_deletes(m: &dyn MetaStore) {
                 // One row not seen yet, and one seen already.
                 let unseen = first.iter().find(|r| !seen.contains(r)).unwrap().id.clone();
                 for id in [unseen, seen[3].id.clone()] {
-                    assert!(m.delete(&id, None, &new_id()).await.unwrap().is_some());
+                    assert!(m
+                        .delete(&id, None, &new_id(), None)
+                        .await
+                        .unwrap()
+                        .is_some());
                     deleted.push(id);
                 }
             }

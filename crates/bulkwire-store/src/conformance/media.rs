@@ -19,6 +19,7 @@ async fn leased_insert(m: &dyn MetaStore, ids: &[&str], node: &str) -> Vec<Media
         ids.iter().map(|i| row(i)).collect(),
         node,
         crate::Quota::default(),
+        None,
     )
     .await
     .unwrap()
@@ -37,8 +38,11 @@ async fn rows(m: &dyn MetaStore) {
     let page = m.list(oldest.after(r[1].seq)).await.unwrap();
     assert_eq!(page[0], r[2]);
     // Delete leaves a lease on the id, for the blob, until released.
-    assert_eq!(m.delete(&a, None, &node).await.unwrap(), Some(r[0].clone()));
-    assert_eq!(m.delete(&a, None, &node).await.unwrap(), None);
+    assert_eq!(
+        m.delete(&a, None, &node, None).await.unwrap(),
+        Some(r[0].clone())
+    );
+    assert_eq!(m.delete(&a, None, &node, None).await.unwrap(), None);
     assert_eq!(m.get(&a, None).await.unwrap(), None);
     let j = format!("j-{}", new_id());
     let claimed = m.claim_expired(&j, Duration::ZERO, 1000).await.unwrap();
@@ -53,27 +57,27 @@ async fn insert_needs_its_own_lease(m: &dyn MetaStore) {
     let (a, b) = (new_id(), new_id());
     // No lease at all.
     assert!(m
-        .insert(vec![row(&a)], &node, crate::Quota::default())
+        .insert(vec![row(&a)], &node, crate::Quota::default(), None)
         .await
         .is_err());
     // One of two rows leased by another node: neither row is inserted.
     m.lease(&a, &node).await.unwrap();
     m.lease(&b, &other).await.unwrap();
     assert!(m
-        .insert(vec![row(&a), row(&b)], &node, crate::Quota::default())
+        .insert(vec![row(&a), row(&b)], &node, crate::Quota::default(), None)
         .await
         .is_err());
     assert_eq!(m.get(&a, None).await.unwrap(), None);
     assert_eq!(m.get(&b, None).await.unwrap(), None);
     // The failed insert did not end the lease it did hold.
-    m.insert(vec![row(&a)], &node, crate::Quota::default())
+    m.insert(vec![row(&a)], &node, crate::Quota::default(), None)
         .await
         .unwrap();
     m.release(&b, &other).await.unwrap();
     // A duplicate id fails and changes nothing.
     m.lease(&b, &node).await.unwrap();
     assert!(m
-        .insert(vec![row(&b), row(&a)], &node, crate::Quota::default())
+        .insert(vec![row(&b), row(&a)], &node, crate::Quota::default(), None)
         .await
         .is_err());
     assert_eq!(m.get(&b, None).await.unwrap(), None);
@@ -92,7 +96,7 @@ async fn an_image_keeps_its_size(m: &dyn MetaStore) {
     r.content_type = "image/jpeg".into();
     (r.width, r.height) = (Some(6000), Some(4000));
     let got = m
-        .insert(vec![r, row(&other)], &node, crate::Quota::default())
+        .insert(vec![r, row(&other)], &node, crate::Quota::default(), None)
         .await
         .unwrap();
     assert_eq!((got[0].width, got[0].height), (Some(6000), Some(4000)));
@@ -105,7 +109,10 @@ async fn an_image_keeps_its_size(m: &dyn MetaStore) {
         .unwrap();
     assert_eq!(page, got);
     for (id, r) in [(&img, &got[0]), (&other, &got[1])] {
-        assert_eq!(m.delete(id, None, &node).await.unwrap().as_ref(), Some(r));
+        assert_eq!(
+            m.delete(id, None, &node, None).await.unwrap().as_ref(),
+            Some(r)
+        );
         m.release(id, &node).await.unwrap();
     }
 }

@@ -13,6 +13,7 @@
 
 mod blobs;
 mod credentials;
+mod events;
 mod leases;
 mod listing;
 mod media;
@@ -36,6 +37,7 @@ pub async fn meta_store(m: Arc<dyn MetaStore>) {
     leases::checks(&*m).await;
     uploads::checks(&*m).await;
     owners::checks(m.clone()).await;
+    events::checks(m.clone()).await;
 }
 
 fn row(id: &str) -> NewMedia {

@@ -30,7 +30,7 @@ async fn put(
     for r in &rows {
         m.lease(&r.id, &node).await.unwrap();
     }
-    let out = m.insert(rows.clone(), &node, quota).await;
+    let out = m.insert(rows.clone(), &node, quota, None).await;
     if out.is_err() {
         for r in &rows {
             m.release(&r.id, &node).await.unwrap();
@@ -61,10 +61,17 @@ async fn reads_by_owner(m: &dyn MetaStore) {
     let page = m.list(q).await.unwrap();
     assert_eq!(page.iter().map(|r| &r.id).collect::<Vec<_>>(), [&a]);
     // Bob cannot delete Alice's item; nothing changes.
-    assert_eq!(m.delete(&a, Some(&bob), &new_id()).await.unwrap(), None);
+    assert_eq!(
+        m.delete(&a, Some(&bob), &new_id(), None).await.unwrap(),
+        None
+    );
     assert!(m.get(&a, None).await.unwrap().is_some());
     let node = new_id();
-    assert!(m.delete(&a, Some(&alice), &node).await.unwrap().is_some());
+    assert!(m
+        .delete(&a, Some(&alice), &node, None)
+        .await
+        .unwrap()
+        .is_some());
     m.release(&a, &node).await.unwrap();
 }
 
@@ -111,7 +118,10 @@ async fn usage_and_quotas(m: &dyn MetaStore) {
     assert_eq!(e.over_quota.map(|o| o.limit), Some("quota_items"));
     // A delete gives room back.
     let node = new_id();
-    m.delete(&last[0].id, None, &node).await.unwrap().unwrap();
+    m.delete(&last[0].id, None, &node, None)
+        .await
+        .unwrap()
+        .unwrap();
     m.release(&last[0].id, &node).await.unwrap();
     assert_eq!(
         m.usage(&o).await.unwrap(),
@@ -169,15 +179,15 @@ async fn a_finished_upload_goes_with_its_item(m: &dyn MetaStore) {
         open: true,
         state: "{}".into(),
     };
-    assert!(m.upload_create(up.clone(), 100, None).await.unwrap());
+    assert!(m.upload_create(up.clone(), 100, None, None).await.unwrap());
     let done = crate::UploadRow { open: false, ..up };
     let rec = m
-        .upload_save(&done, Some(row(&id)), Quota::default())
+        .upload_save(&done, Some(row(&id)), Quota::default(), None)
         .await
         .unwrap();
     assert!(rec.is_some_and(|r| r.is_some()));
     let node = new_id();
-    assert!(m.delete(&id, None, &node).await.unwrap().is_some());
+    assert!(m.delete(&id, None, &node, None).await.unwrap().is_some());
     m.release(&id, &node).await.unwrap();
     assert_eq!(m.upload_get(&id).await.unwrap(), None);
 }

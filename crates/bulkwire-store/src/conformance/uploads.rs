@@ -24,14 +24,16 @@ async fn uploads(m: &dyn MetaStore) {
     let owner = new_id();
     let far = i64::MAX / 2;
     let (a, b) = (upload(&owner, far), upload(&owner, far));
-    assert!(m.upload_create(a.clone(), 2, None).await.unwrap());
-    assert!(m.upload_create(b.clone(), 2, None).await.unwrap());
+    assert!(m.upload_create(a.clone(), 2, None, None).await.unwrap());
+    assert!(m.upload_create(b.clone(), 2, None, None).await.unwrap());
     assert!(
-        !m.upload_create(upload(&owner, far), 2, None).await.unwrap(),
+        !m.upload_create(upload(&owner, far), 2, None, None)
+            .await
+            .unwrap(),
         "limit"
     );
     assert!(
-        m.upload_create(upload(&new_id(), far), 2, None)
+        m.upload_create(upload(&new_id(), far), 2, None, None)
             .await
             .unwrap(),
         "per owner"
@@ -41,10 +43,12 @@ async fn uploads(m: &dyn MetaStore) {
     let node = new_id();
     let leased = upload(&new_id(), far);
     m.lease(&leased.id, &node).await.unwrap();
-    let other = m.upload_create(leased.clone(), 1, Some("another")).await;
+    let other = m
+        .upload_create(leased.clone(), 1, Some("another"), None)
+        .await;
     assert!(other.is_err(), "another node's lease");
     assert!(m
-        .upload_create(leased.clone(), 1, Some(&node))
+        .upload_create(leased.clone(), 1, Some(&node), None)
         .await
         .unwrap());
     assert!(
@@ -60,7 +64,7 @@ async fn uploads(m: &dyn MetaStore) {
         ..w1
     };
     assert_eq!(
-        m.upload_save(&stale, None, crate::Quota::default())
+        m.upload_save(&stale, None, crate::Quota::default(), None)
             .await
             .unwrap(),
         None
@@ -70,7 +74,7 @@ async fn uploads(m: &dyn MetaStore) {
         ..w2.clone()
     };
     assert_eq!(
-        m.upload_save(&saved, None, crate::Quota::default())
+        m.upload_save(&saved, None, crate::Quota::default(), None)
             .await
             .unwrap(),
         Some(None)
@@ -82,19 +86,22 @@ async fn uploads(m: &dyn MetaStore) {
         ..saved
     };
     let rec = m
-        .upload_save(&done, Some(row(&a.id)), crate::Quota::default())
+        .upload_save(&done, Some(row(&a.id)), crate::Quota::default(), None)
         .await
         .unwrap();
     assert_eq!(rec.unwrap().unwrap().id, a.id);
     assert_eq!(m.get(&a.id, None).await.unwrap().unwrap().size, 3);
-    assert!(m.upload_create(upload(&owner, far), 2, None).await.unwrap());
+    assert!(m
+        .upload_create(upload(&owner, far), 2, None, None)
+        .await
+        .unwrap());
     assert!(
         m.all_ids().await.unwrap().contains(&b.id),
         "spools are kept at start-up"
     );
     // Expired rows, and a fenced remove.
     let old = upload(&new_id(), 1);
-    assert!(m.upload_create(old.clone(), 1, None).await.unwrap());
+    assert!(m.upload_create(old.clone(), 1, None, None).await.unwrap());
     let expired = m.upload_expired(10_000).await.unwrap();
     assert!(expired.iter().any(|r| r.id == old.id), "{expired:?}");
     assert!(!expired.iter().any(|r| r.id == b.id));
@@ -102,8 +109,8 @@ async fn uploads(m: &dyn MetaStore) {
     assert_eq!(m.upload_claim_expired(&b.id).await.unwrap(), None);
     let old = m.upload_claim_expired(&old.id).await.unwrap().unwrap();
     assert_eq!(old.gen, 1);
-    assert!(!m.upload_remove(&old.id, 5).await.unwrap());
-    assert!(m.upload_remove(&old.id, 1).await.unwrap());
+    assert!(!m.upload_remove(&old.id, 5, None).await.unwrap());
+    assert!(m.upload_remove(&old.id, 1, None).await.unwrap());
     assert_eq!(m.upload_get(&old.id).await.unwrap(), None);
     assert_eq!(m.upload_claim(&old.id).await.unwrap(), None);
 }

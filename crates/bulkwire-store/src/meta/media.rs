@@ -95,11 +95,15 @@ pub trait MediaStore: Send + Sync + 'static {
     /// Usage is a row per owner the transaction updates (and, on
     /// PostgreSQL, locks until it commits), so that inserts racing for one
     /// owner on any number of nodes can never leave it over its quota.
+    ///
+    /// With `event`, each row's event (`media.created`) is written in the
+    /// same transaction ([`EventStore`](super::EventStore)).
     fn insert<'a>(
         &'a self,
         rows: Vec<NewMedia>,
         node: &'a str,
         quota: Quota,
+        event: Option<super::EventOf>,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>>;
 
     /// The row, if it exists and (with `owner`) belongs to that owner:
@@ -122,12 +126,14 @@ pub trait MediaStore: Send + Sync + 'static {
     /// before the blob is gone leaves a lease for the janitor rather than
     /// an orphan; the caller removes the blob and then
     /// [`release`](super::LeaseStore::release)s. The removed row; `None` if
-    /// there was none.
+    /// there was none. With `event`, the row's event (`media.deleted`) is
+    /// written in the same transaction.
     fn delete<'a>(
         &'a self,
         id: &'a str,
         owner: Option<&'a str>,
         node: &'a str,
+        event: Option<super::EventOf>,
     ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>>;
 
     /// What `owner`'s items hold now (one indexed row).

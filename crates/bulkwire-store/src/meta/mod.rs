@@ -7,6 +7,7 @@
 //! | [`CredentialStore`] | `tokens`, `users`, `secrets` | token_*, user_*, secret* |
 //! | [`LeaseStore`] | `pending`, `nodes` | lease*, release, heartbeat, claim_expired |
 //! | [`UploadStore`] | `uploads` | upload_* |
+//! | [`EventStore`] | `events`, `deliveries`, `event_scans` | events, deliveries_*, events_prune, outbox_stats (events are written by the others' transactions) |
 //! | [`MetaCore`] | the store as a whole | ready, describe, backend, single_process |
 //!
 //! Each backend implements each trait in a module of the same name
@@ -19,11 +20,16 @@
 //! or it silently answers for a store it does not wrap.
 
 mod credentials;
+mod events;
 mod leases;
 mod media;
 mod uploads;
 
 pub use credentials::{token_id, CredentialStore, NewToken, StoredUser, Token, UserInfo, UserSet};
+pub use events::{
+    Delivery, Event, EventOf, EventStore, FailedDelivery, NewEvent, OutboxStats, Settle,
+    StoredEvent,
+};
 pub use leases::{LeaseStore, Pending};
 pub use media::{MediaRecord, MediaStore, NewMedia, OverQuota, Quota, Usage};
 pub use uploads::{UploadRow, UploadStore};
@@ -34,10 +40,13 @@ use crate::BoxFut;
 /// live: every concern's trait at once. Implemented for every type that
 /// implements them all; callers hold an `Arc<dyn MetaStore>` and call any
 /// concern's methods on it.
-pub trait MetaStore: MediaStore + CredentialStore + LeaseStore + UploadStore + MetaCore {}
+pub trait MetaStore:
+    MediaStore + CredentialStore + LeaseStore + UploadStore + EventStore + MetaCore
+{
+}
 
 impl<T> MetaStore for T where
-    T: MediaStore + CredentialStore + LeaseStore + UploadStore + MetaCore + ?Sized
+    T: MediaStore + CredentialStore + LeaseStore + UploadStore + EventStore + MetaCore + ?Sized
 {
 }
 

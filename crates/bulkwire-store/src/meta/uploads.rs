@@ -1,7 +1,7 @@
 //! Resumable uploads' rows (see [`spool`](crate::spool)): what lets any
 //! node continue any upload.
 
-use super::{MediaRecord, MetaError, NewMedia, Quota};
+use super::{EventOf, MediaRecord, MetaError, NewEvent, NewMedia, Quota};
 use crate::BoxFut;
 
 /// A resumable upload's row. The metadata store keeps `state` (the
@@ -33,11 +33,13 @@ pub trait UploadStore: Send + Sync + 'static {
     /// already (`false`), counted and inserted in one transaction, which
     /// also ends `lease`'s lease on the id (the row names the spool from
     /// then on; an error if the lease is no longer that node's).
+    /// With `event` (`upload.created`), writes it in the same transaction.
     fn upload_create<'a>(
         &'a self,
         row: UploadRow,
         max_open: usize,
         lease: Option<&'a str>,
+        event: Option<NewEvent>,
     ) -> BoxFut<'a, Result<bool, MetaError>>;
 
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>>;
@@ -61,15 +63,25 @@ pub trait UploadStore: Send + Sync + 'static {
     /// its owner's usage within `quota` as [`MediaStore::insert`](super::MediaStore::insert)
     /// does: the upload becomes an ordinary media item exactly when its
     /// state says so. `None` when `gen` is no longer current.
+    /// With `media` and `event`, the media row's event (`media.created`) is
+    /// written in the same transaction.
     fn upload_save<'a>(
         &'a self,
         row: &'a UploadRow,
         media: Option<NewMedia>,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>>;
 
     /// Removes the row if `gen` is still current.
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>>;
+    /// With `event` (`upload.terminated`, `upload.expired`), writes it in
+    /// the same transaction, when the row goes.
+    fn upload_remove<'a>(
+        &'a self,
+        id: &'a str,
+        gen: i64,
+        event: Option<NewEvent>,
+    ) -> BoxFut<'a, Result<bool, MetaError>>;
 
     /// Up to `limit` rows whose expiry has passed (store clock), oldest first.
     fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>>;

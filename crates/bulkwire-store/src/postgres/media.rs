@@ -1,10 +1,13 @@
 //! Media rows ([`MediaStore`]).
 
 use super::error::db;
+use super::events::{events_first, write_event};
 use super::leases::END_LEASE;
 use super::{lease_lost, rows, Params, PgError, PgMeta};
 use crate::list::{self, Arg};
-use crate::{BoxFut, ListQuery, MediaRecord, MediaStore, MetaError, NewMedia, Quota, Usage};
+use crate::{
+    BoxFut, EventOf, ListQuery, MediaRecord, MediaStore, MetaError, NewMedia, Quota, Usage,
+};
 use std::collections::HashSet;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -60,6 +63,7 @@ impl PgMeta {
         rows: Vec<NewMedia>,
         node: &str,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> Result<Vec<MediaRecord>, MetaError> {
         let (owner, add) = adding(&rows)?;
         let sizes = rows
@@ -91,6 +95,11 @@ impl PgMeta {
         if !out.is_empty() {
             count_usage(&tx, &owner, add, quota).await?;
         }
+        if let Some(f) = &event {
+            for r in &out {
+                write_event(&tx, &f(r)).await?;
+            }
+        }
         tx.commit().await.map_err(db)?;
         Ok(out)
     }
@@ -103,9 +112,13 @@ impl PgMeta {
         id: &str,
         owner: Option<&str>,
         node: &str,
+        event: Option<EventOf>,
     ) -> Result<Option<MediaRecord>, MetaError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(db)?;
+        if event.is_some() {
+            events_first(&tx).await?;
+        }
         let del = tx.prepare_cached(DELETE_MEDIA).await.map_err(db)?;
         let gone = tx.query_opt(&del, &[&id, &owner]).await.map_err(db)?;
         let gone = gone.map(|r| record(&r)).transpose().map_err(db)?;
@@ -119,6 +132,9 @@ impl PgMeta {
                 .map_err(db)?;
             let lease = tx.prepare_cached(LEASE_DELETED).await.map_err(db)?;
             tx.execute(&lease, &[&id, &node]).await.map_err(db)?;
+            if let Some(f) = &event {
+                write_event(&tx, &f(m)).await?;
+            }
         }
         tx.commit().await.map_err(db)?;
         Ok(gone)
@@ -244,8 +260,9 @@ impl MediaStore for PgMeta {
         rows: Vec<NewMedia>,
         node: &'a str,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
-        Box::pin(self.insert_all(rows, node, quota))
+        Box::pin(self.insert_all(rows, node, quota, event))
     }
 
     fn get<'a>(
@@ -296,8 +313,9 @@ impl MediaStore for PgMeta {
         id: &'a str,
         owner: Option<&'a str>,
         node: &'a str,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
-        Box::pin(self.delete_leased(id, owner, node))
+        Box::pin(self.delete_leased(id, owner, node, event))
     }
 
     fn all_ids(&self) -> BoxFut<'_, Result<HashSet<String>, MetaError>> {

@@ -34,6 +34,7 @@
 
 mod credentials;
 mod error;
+mod events;
 mod leases;
 mod media;
 mod schema;

@@ -1,12 +1,15 @@
 //! Resumable uploads' rows ([`UploadStore`]).
 
 use super::error::db;
+use super::events::{events_first, write_event};
 use super::leases::END_LEASE;
 use super::media::{
     adding, count_usage, insert_media, inserted, too_big, INSERT_LOCK, INSERT_MEDIA,
 };
 use super::{lease_lost, rows, Params, PgError, PgMeta};
-use crate::{BoxFut, MediaRecord, MetaError, NewMedia, Quota, UploadRow, UploadStore};
+use crate::{
+    BoxFut, EventOf, MediaRecord, MetaError, NewEvent, NewMedia, Quota, UploadRow, UploadStore,
+};
 use tokio_postgres::Row;
 
 const UPLOAD_COLUMNS: &str = "id, owner, expires, gen, open, state";
@@ -33,9 +36,13 @@ impl PgMeta {
         row: UploadRow,
         max_open: usize,
         lease: Option<&str>,
+        event: Option<NewEvent>,
     ) -> Result<bool, MetaError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(db)?;
+        if event.is_some() {
+            events_first(&tx).await?;
+        }
         if let Some(node) = lease {
             if tx.execute(END_LEASE, &[&row.id, &node]).await.map_err(db)? != 1 {
                 return Err(lease_lost(&row.id, node));
@@ -68,6 +75,9 @@ impl PgMeta {
             &row.state,
         ];
         tx.execute(&sql, p).await.map_err(db)?;
+        if let Some(e) = &event {
+            write_event(&tx, e).await?;
+        }
         tx.commit().await.map_err(db)?;
         Ok(true)
     }
@@ -78,6 +88,7 @@ impl PgMeta {
         row: &UploadRow,
         media: Option<NewMedia>,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> Result<Option<Option<MediaRecord>>, MetaError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(db)?;
@@ -102,6 +113,9 @@ impl PgMeta {
                 Some(inserted(m, &r).map_err(db)?)
             }
         };
+        if let (Some(r), Some(f)) = (&rec, &event) {
+            write_event(&tx, &f(r)).await?;
+        }
         tx.commit().await.map_err(db)?;
         Ok(Some(rec))
     }
@@ -124,8 +138,9 @@ impl UploadStore for PgMeta {
         row: UploadRow,
         max_open: usize,
         lease: Option<&'a str>,
+        event: Option<NewEvent>,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
-        Box::pin(self.create_upload(row, max_open, lease))
+        Box::pin(self.create_upload(row, max_open, lease, event))
     }
 
     fn upload_get<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<Option<UploadRow>, MetaError>> {
@@ -157,12 +172,31 @@ impl UploadStore for PgMeta {
         row: &'a UploadRow,
         media: Option<NewMedia>,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
-        Box::pin(self.save_upload(row, media, quota))
+        Box::pin(self.save_upload(row, media, quota, event))
     }
 
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
-        Box::pin(async move { Ok(self.execute(UPLOAD_REMOVE, &[&id, &gen]).await? == 1) })
+    fn upload_remove<'a>(
+        &'a self,
+        id: &'a str,
+        gen: i64,
+        event: Option<NewEvent>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
+        Box::pin(async move {
+            let Some(e) = event else {
+                return Ok(self.execute(UPLOAD_REMOVE, &[&id, &gen]).await? == 1);
+            };
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(db)?;
+            events_first(&tx).await?;
+            let gone = tx.execute(UPLOAD_REMOVE, &[&id, &gen]).await.map_err(db)? == 1;
+            if gone {
+                write_event(&tx, &e).await?;
+            }
+            tx.commit().await.map_err(db)?;
+            Ok(gone)
+        })
     }
 
     fn upload_expired(&self, limit: usize) -> BoxFut<'_, Result<Vec<UploadRow>, MetaError>> {

@@ -1,8 +1,11 @@
 //! Media rows ([`MediaStore`]).
 
+use super::events::write_event;
 use super::{count_usage, lease_lost, now, SqliteMeta};
 use crate::list::{self, Arg};
-use crate::{BoxFut, ListQuery, MediaRecord, MediaStore, MetaError, NewMedia, Quota, Usage};
+use crate::{
+    BoxFut, EventOf, ListQuery, MediaRecord, MediaStore, MetaError, NewMedia, Quota, Usage,
+};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashSet;
 
@@ -46,6 +49,7 @@ fn insert_all(
     rows: Vec<NewMedia>,
     node: &str,
     quota: Quota,
+    event: Option<EventOf>,
 ) -> rusqlite::Result<Vec<MediaRecord>> {
     let (owner, add) = adding(&rows)?;
     let tx = c.transaction()?;
@@ -64,6 +68,11 @@ fn insert_all(
         .collect::<rusqlite::Result<Vec<_>>>()?;
     if !out.is_empty() {
         count_usage(&tx, &owner, add, quota)?;
+    }
+    if let Some(f) = &event {
+        for r in &out {
+            write_event(&tx, &f(r))?;
+        }
     }
     tx.commit()?;
     Ok(out)
@@ -116,11 +125,12 @@ impl MediaStore for SqliteMeta {
         rows: Vec<NewMedia>,
         node: &'a str,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Vec<MediaRecord>, MetaError>> {
         let writes = self.writes.clone();
         let node = node.to_string();
         self.with(move |c| {
-            let r = insert_all(c, rows, &node, quota)?;
+            let r = insert_all(c, rows, &node, quota, event)?;
             writes.add(r.len() as u64);
             Ok(r)
         })
@@ -175,6 +185,7 @@ impl MediaStore for SqliteMeta {
         id: &'a str,
         owner: Option<&'a str>,
         node: &'a str,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<MediaRecord>, MetaError>> {
         let (id, owner, node) = (id.to_string(), owner.map(str::to_string), node.to_string());
         let writes = self.writes.clone();
@@ -198,6 +209,9 @@ impl MediaStore for SqliteMeta {
                     "INSERT OR REPLACE INTO pending (id, node, handle, started) VALUES (?1, ?2, NULL, ?3)",
                 )?
                 .execute(params![id, node, now()])?;
+                if let Some(f) = &event {
+                    write_event(&tx, &f(m))?;
+                }
             }
             tx.commit()?;
             writes.add(gone.is_some() as u64);

@@ -18,6 +18,7 @@
 //! [`SqliteMeta::relaxed`], for rows this store never needs after a crash).
 
 mod credentials;
+mod events;
 mod leases;
 mod media;
 mod schema;

@@ -22,7 +22,7 @@ async fn put(m: &SqliteMeta, rows: Vec<NewMedia>) -> Result<Vec<MediaRecord>, Me
     for r in &rows {
         m.lease(&r.id, "n").await?;
     }
-    m.insert(rows, "n", crate::Quota::default()).await
+    m.insert(rows, "n", crate::Quota::default(), None).await
 }
 
 #[tokio::test]
@@ -121,8 +121,8 @@ async fn insert_get_list_delete() {
         page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
         ["c"]
     );
-    assert!(m.delete("a", None, "n").await.unwrap().is_some());
-    assert!(m.delete("a", None, "n").await.unwrap().is_none());
+    assert!(m.delete("a", None, "n", None).await.unwrap().is_some());
+    assert!(m.delete("a", None, "n", None).await.unwrap().is_none());
     assert_eq!(m.all_ids().await.unwrap().len(), 2);
 }
 

@@ -1,8 +1,11 @@
 //! Resumable uploads' rows ([`UploadStore`]).
 
+use super::events::write_event;
 use super::media::{adding, insert_media};
 use super::{count_usage, lease_lost, now, SqliteMeta};
-use crate::{BoxFut, MediaRecord, MetaError, NewMedia, Quota, UploadRow, UploadStore};
+use crate::{
+    BoxFut, EventOf, MediaRecord, MetaError, NewEvent, NewMedia, Quota, UploadRow, UploadStore,
+};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 const UPLOAD_COLUMNS: &str = "id, owner, expires, gen, open, state";
@@ -24,6 +27,7 @@ fn save_upload(
     row: &UploadRow,
     media: Option<NewMedia>,
     quota: Quota,
+    event: Option<EventOf>,
 ) -> rusqlite::Result<Option<Option<MediaRecord>>> {
     let tx = c.transaction()?;
     let n = tx
@@ -39,6 +43,9 @@ fn save_upload(
         count_usage(&tx, &owner, add, quota)?;
     }
     let rec = media.map(|m| insert_media(&tx, m, now())).transpose()?;
+    if let (Some(r), Some(f)) = (&rec, &event) {
+        write_event(&tx, &f(r))?;
+    }
     tx.commit()?;
     Ok(Some(rec))
 }
@@ -49,6 +56,7 @@ impl UploadStore for SqliteMeta {
         row: UploadRow,
         max_open: usize,
         lease: Option<&'a str>,
+        event: Option<NewEvent>,
     ) -> BoxFut<'a, Result<bool, MetaError>> {
         let lease = lease.map(str::to_string);
         self.with(move |c| {
@@ -79,6 +87,9 @@ impl UploadStore for SqliteMeta {
                 row.open,
                 row.state
             ])?;
+            if let Some(e) = &event {
+                write_event(&tx, e)?;
+            }
             tx.commit()?;
             Ok(true)
         })
@@ -130,22 +141,33 @@ impl UploadStore for SqliteMeta {
         row: &'a UploadRow,
         media: Option<NewMedia>,
         quota: Quota,
+        event: Option<EventOf>,
     ) -> BoxFut<'a, Result<Option<Option<MediaRecord>>, MetaError>> {
         let row = row.clone();
         let writes = self.writes.clone();
         self.with(move |c| {
-            let r = save_upload(c, &row, media, quota)?;
+            let r = save_upload(c, &row, media, quota, event)?;
             writes.add(1);
             Ok(r)
         })
     }
 
-    fn upload_remove<'a>(&'a self, id: &'a str, gen: i64) -> BoxFut<'a, Result<bool, MetaError>> {
+    fn upload_remove<'a>(
+        &'a self,
+        id: &'a str,
+        gen: i64,
+        event: Option<NewEvent>,
+    ) -> BoxFut<'a, Result<bool, MetaError>> {
         let id = id.to_string();
         self.with(move |c| {
-            let n = c
+            let tx = c.transaction()?;
+            let n = tx
                 .prepare_cached("DELETE FROM uploads WHERE id = ?1 AND gen = ?2")?
                 .execute(params![id, gen])?;
+            if let (1, Some(e)) = (n, &event) {
+                write_event(&tx, e)?;
+            }
+            tx.commit()?;
             Ok(n == 1)
         })
     }

@@ -49,6 +49,10 @@ pub struct Want {
     pub complete_at_end: bool,
     /// The body's declared length (`Content-Length`), if any.
     pub body_len: Option<u64>,
+    /// The request, for the events of a completion.
+    pub origin: crate::events::Origin,
+    /// Who sends it, for the hooks of a completion.
+    pub who: crate::principal::Principal,
 }
 
 /// Batch size for a body's first and last `write_batch` bytes. Nothing
@@ -101,6 +105,9 @@ pub struct Append {
     /// saves wait for it, so that they land in order. True if it saved.
     prior_save: Option<JoinHandle<bool>>,
     guard: WriterGuard,
+    /// The request writing, for the events and hooks of a completion.
+    origin: crate::events::Origin,
+    who: crate::principal::Principal,
 }
 
 impl Append {
@@ -159,6 +166,8 @@ impl Append {
             body_broke: false,
             prior_save,
             guard,
+            origin: want.origin.clone(),
+            who: want.who.clone(),
         })
     }
 
@@ -456,7 +465,10 @@ impl Append {
         let row = self.row_for(&st);
         let (meta, saved) = (self.state.meta.clone(), row.clone());
         self.prior_save = Some(tokio::spawn(async move {
-            match meta.upload_save(&saved, None, Default::default()).await {
+            match meta
+                .upload_save(&saved, None, Default::default(), None)
+                .await
+            {
                 Ok(Some(_)) => true,
                 Ok(None) => {
                     tracing::debug!(id = saved.id, "a newer writer took over");
@@ -504,7 +516,12 @@ impl Append {
         self.prior_saved().await;
         let row = self.row_for(&st);
         let quota = self.st.granted.quota();
-        match self.state.meta.upload_save(&row, media, quota).await? {
+        match self
+            .state
+            .meta
+            .upload_save(&row, media, quota, None)
+            .await?
+        {
             Some(rec) => {
                 self.row = row;
                 Ok(rec)
@@ -597,7 +614,9 @@ impl Append {
         let h = self.settle_hash().await?;
         self.writer.finish().await.map_err(storage_error)?;
         let sha256 = hex::encode(h.file.finalize());
-        complete_saved(&self.state, self.row.clone(), &mut self.st, sha256).await
+        let (origin, who) = (self.origin.clone(), self.who.clone());
+        let row = self.row.clone();
+        complete_saved(&self.state, row, &mut self.st, sha256, &origin, &who).await
     }
 }
 
@@ -609,6 +628,8 @@ pub async fn complete_saved(
     mut row: UploadRow,
     st: &mut UploadState,
     sha256: String,
+    origin: &crate::events::Origin,
+    who: &crate::principal::Principal,
 ) -> Result<Option<MediaRecord>, ApiError> {
     st.complete = true;
     st.media = !st.is_partial();
@@ -630,7 +651,7 @@ pub async fn complete_saved(
         }
         false => (None, None),
     };
-    let media = st.media.then(|| NewMedia {
+    let mut media = st.media.then(|| NewMedia {
         id: row.id.clone(),
         owner: row.owner.clone(),
         field: None,
@@ -641,20 +662,133 @@ pub async fn complete_saved(
         width,
         height,
     });
+    if let Some(m) = &mut media {
+        if let Err(e) = pre_finish(state, origin, who, st, m).await {
+            // Refused: nothing of it stays. A hook that failed leaves the
+            // upload complete, not yet an item: a retry asks again.
+            if e.kind == crate::error::Kind::Refused {
+                remove_refused(state, &row, st, origin, &e.message).await;
+            }
+            return Err(e);
+        }
+    }
     row.state = st.to_json();
     row.open = false;
     row.expires = super::expires(state);
     let quota = st.granted.quota();
-    match state.meta.upload_save(&row, media, quota).await? {
-        Some(rec) => {
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "metadata".into(),
+        super::metadata_json(st.metadata.as_deref()),
+    );
+    let event = crate::events::media_created(state, origin, extra);
+    match state
+        .meta
+        .upload_save(&row, media, quota, Some(event))
+        .await
+    {
+        Ok(Some(rec)) => {
             if rec.is_some() {
                 let m = &state.metrics;
                 m.files_stored
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                state.events.written("media.created", 1);
             }
             Ok(rec)
         }
-        None => Err(taken_over()),
+        Ok(None) => Err(taken_over()),
+        Err(e) if e.over_quota.is_some() => {
+            let e = ApiError::from(e);
+            remove_refused(state, &row, st, origin, &e.message).await;
+            Err(e)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The `pre_finish` hook for a finished upload (`crate::hooks`): its
+/// amendments go into the row to be and the upload's metadata.
+async fn pre_finish(
+    state: &Arc<AppState>,
+    origin: &crate::events::Origin,
+    who: &crate::principal::Principal,
+    st: &mut UploadState,
+    m: &mut NewMedia,
+) -> Result<(), ApiError> {
+    let stage = crate::hooks::Stage::PreFinish;
+    if !state.hooks.has(stage) {
+        return Ok(());
+    }
+    let _readable = state.finishing.open(&m.id, m.size, &m.content_type);
+    let link = state
+        .links
+        .finishing_path(&m.id, crate::hooks::FINISHING_LINK_TTL);
+    let ask = crate::hooks::Ask {
+        format: origin.format,
+        declared_size: st.length,
+        filename: m.filename.clone(),
+        content_type: Some(m.content_type.clone()),
+        fields: None,
+        metadata: Some(super::metadata_json(st.metadata.as_deref())),
+        client: origin.client,
+        request_id: origin.request_id.clone(),
+        finished: Some(crate::hooks::Finished {
+            id: m.id.clone(),
+            size: m.size,
+            sha256: m.sha256.clone(),
+            url: format!("{}{link}", origin.base),
+        }),
+    };
+    let a = state
+        .hooks
+        .ask(&state.events.stats, stage, who, &ask)
+        .await?;
+    if let Some(f) = a.filename {
+        st.filename = Some(f.clone());
+        m.filename = Some(f);
+    }
+    if let Some(t) = a.content_type {
+        m.content_type = crate::upload::clean_content_type(Some(&t));
+    }
+    if let Some(md) = a.metadata {
+        st.metadata = Some(super::encode_metadata(&md));
+    }
+    Ok(())
+}
+
+/// A finished upload refused at its end (its owner's quota has no room,
+/// or the application's `pre_finish` hook said no) leaves nothing, as a
+/// refused upload of any other kind: its bytes go, then its row, with
+/// `upload.terminated` saying why. Kept, its bytes would hold storage that
+/// no usage counts until the upload expired. If the bytes cannot be
+/// removed now, the row stays for the janitor to remove both when it
+/// expires.
+async fn remove_refused(
+    state: &Arc<AppState>,
+    row: &UploadRow,
+    st: &UploadState,
+    origin: &crate::events::Origin,
+    why: &str,
+) {
+    if let Err(e) = state.blobs.spool_abort(&row.id, st.spool.clone()).await {
+        return tracing::warn!(id = row.id, "removing a refused upload: {e} (it expires)");
+    }
+    let mut data = serde_json::Map::new();
+    data.insert("offset".into(), st.offset().into());
+    data.insert("length".into(), st.length.into());
+    data.insert("refused".into(), why.into());
+    let e = crate::events::upload_event(
+        state,
+        origin,
+        "upload.terminated",
+        &row.id,
+        &row.owner,
+        data,
+    );
+    match state.meta.upload_remove(&row.id, row.gen, Some(e)).await {
+        Ok(true) => state.events.written("upload.terminated", 1),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(id = row.id, "removing a refused upload: {e} (it expires)"),
     }
 }
 

@@ -33,6 +33,7 @@ use self::proto::{Concat, Proto};
 use self::state::{gone, ConcatState, UploadState};
 use crate::admission::admit;
 use crate::error::{ApiError, Kind};
+use crate::events::Origin;
 use crate::principal::{Principal, Scopes};
 use crate::response::{self, empty, Response};
 use crate::state::AppState;
@@ -72,6 +73,11 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
     };
     let id = rest.strip_prefix('/').unwrap_or("").to_string();
     let m = req.method().clone();
+    let fmt = match proto {
+        Proto::Tus => FORMAT,
+        Proto::Ietf(_) => "ietf",
+    };
+    let origin = Origin::of(state, fmt, req.headers(), req.extensions());
     // Another owner's upload is answered as a missing one, on every method.
     let on_upload = matches!(m, Method::HEAD | Method::PATCH | Method::DELETE);
     if !id.is_empty() && on_upload {
@@ -80,13 +86,13 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
         }
     }
     match (m, id.is_empty()) {
-        (Method::POST, true) => create(state, req, proto, &who).await,
+        (Method::POST, true) => create(state, req, proto, &who, &origin).await,
         (Method::HEAD, false) => {
-            let r = head(state, &id, proto, req.headers(), &who).await;
+            let r = head(state, &id, proto, req.headers(), &who, &origin).await;
             answer(state, r, proto)
         }
-        (Method::PATCH, false) => patch(state, req, &id, proto).await,
-        (Method::DELETE, false) => answer(state, terminate(state, &id, &who).await, proto),
+        (Method::PATCH, false) => patch(state, req, &id, proto, &origin, &who).await,
+        (Method::DELETE, false) => answer(state, terminate(state, &id, &who, &origin).await, proto),
         (m, collection) => {
             let allow = match collection {
                 true => "POST, OPTIONS",
@@ -196,10 +202,15 @@ fn location(state: &AppState, h: &HeaderMap, id: &str) -> String {
 }
 
 /// `Link` to a finished upload's media (same id): its link (`crate::links`),
-/// which works without credentials, as every `url` the server hands out.
-fn media_link(state: &AppState, h: &HeaderMap, id: &str) -> String {
-    let base = response::base_url(&state.config, h);
-    format!("<{base}{}>; rel=\"related\"", state.links.path(id))
+/// which works without credentials, as every `url` the server hands out,
+/// and as every one only to a principal that gets links (`readable`:
+/// [`Principal::gets_links`]).
+fn set_link(r: &mut Response, state: &AppState, h: &HeaderMap, id: &str, readable: bool) {
+    if readable {
+        let base = response::base_url(&state.config, h);
+        let link = format!("<{base}{}>; rel=\"related\"", state.links.path(id));
+        set(r, "link", link);
+    }
 }
 
 /// What a creation request declares.
@@ -310,10 +321,11 @@ async fn create(
     req: Request<Incoming>,
     proto: Proto,
     who: &Principal,
+    origin: &Origin,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let r = create_run(state, &parts.headers, proto, who, &mut reader).await;
+    let r = create_run(state, &parts.headers, proto, who, &mut reader, origin).await;
     let counted = r.as_ref().map_or(true, |(_, appended)| *appended);
     let r = r.map(|(r, _)| r);
     if counted {
@@ -334,8 +346,9 @@ async fn create_run(
     proto: Proto,
     who: &Principal,
     reader: &mut BodyReader,
+    origin: &Origin,
 ) -> Result<(Response, bool), ApiError> {
-    let c = parse_creation(state, h, proto)?;
+    let mut c = parse_creation(state, h, proto)?;
     // What the credential allows, before a byte of storage is taken.
     if let Some(len) = c.length {
         who.rules.check_size(len)?;
@@ -347,12 +360,15 @@ async fn create_run(
         }
     }
     if let Some(Concat::Final(ids)) = &c.concat {
-        let r = concat_final(state, h, &c, ids, who, reader).await?;
+        let r = concat_final(state, h, &c, ids, who, reader, origin).await?;
         return Ok((r, true));
     }
     // A partial upload is not an item of its own (its concatenation is).
     let item = u64::from(!matches!(c.concat, Some(Concat::Partial)));
     crate::upload::check_quota(state, who, c.length, item).await?;
+    // The application's word before a byte of storage (and before the
+    // creation's body, if any, takes a slot).
+    pre_create(state, origin, who, &mut c).await?;
     let id = new_id();
     let lease = state.leases.take(&id).await?;
     let spool = state
@@ -375,9 +391,10 @@ async fn create_run(
         state: st.to_json(),
     };
     let max = state.config.limits.open_uploads;
+    let event = created_event(state, origin, &id, &who.name, &c);
     if !state
         .meta
-        .upload_create(row, max, Some(&state.node))
+        .upload_create(row, max, Some(&state.node), Some(event))
         .await?
     {
         // The lease, dropped unended, removes the spool.
@@ -393,6 +410,7 @@ async fn create_run(
     }
     // The row names the spool now: its insert ended the lease.
     lease.end();
+    state.events.written("upload.created", 1);
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(state, h, &id));
@@ -403,28 +421,35 @@ async fn create_run(
             checksum: None,
             complete_at_end: c.complete,
             body_len: content_length(h),
+            origin: origin.clone(),
+            who: who.clone(),
         };
         match append_to(state, &id, 0, want, reader).await {
             Ok((o, complete)) => {
                 offset = Some(o);
                 if complete {
-                    set(&mut r, "link", media_link(state, h, &id));
+                    set_link(&mut r, state, h, &id, who.gets_links());
                 }
             }
             Err(e) => {
                 // The client never learns the upload's URL: nothing of it
                 // may stay (nor count against open_uploads).
-                if let Err(t) = terminate(state, &id, who).await {
-                    tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                // (Already gone when it was refused over quota or by the
+                // pre_finish hook.)
+                match terminate(state, &id, who, origin).await {
+                    Err(t) if t.kind != Kind::NotFound => {
+                        tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                    }
+                    _ => {}
                 }
                 return Err(e);
             }
         }
     } else if c.length == Some(0) {
         // Nothing to wait for: an empty file is complete at once.
-        recover_completion(state, &id).await?;
+        recover_completion(state, &id, origin, who).await?;
         offset = Some(0);
-        set(&mut r, "link", media_link(state, h, &id));
+        set_link(&mut r, state, h, &id, who.gets_links());
     } else if proto != Proto::Tus {
         offset = Some(0);
     }
@@ -580,11 +605,19 @@ pub(super) fn mismatch(at: u64) -> ApiError {
     )
 }
 
-/// `PATCH /v1/uploads/{id}`.
-async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: Proto) -> Response {
+/// `PATCH /v1/uploads/{id}`; the answer that completes it hands out the
+/// item's link when `who` may read it.
+async fn patch(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    id: &str,
+    proto: Proto,
+    origin: &Origin,
+    who: &Principal,
+) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
-    let r = patch_run(state, &parts.headers, id, proto, &mut reader).await;
+    let r = patch_run(state, &parts.headers, id, proto, &mut reader, origin, who).await;
     // A mismatch answers with the offset to resume from.
     let at = match &r {
         Err(e) if e.kind == Kind::Conflict => current_offset(state, id).await,
@@ -594,7 +627,7 @@ async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: P
         let mut r = no_content();
         set(&mut r, "upload-offset", offset);
         if complete {
-            set(&mut r, "link", media_link(state, &parts.headers, id));
+            set_link(&mut r, state, &parts.headers, id, who.gets_links());
         }
         set(&mut r, "upload-expires", proto::http_date(expires(state)));
         if let Proto::Ietf(_) = proto {
@@ -620,6 +653,8 @@ async fn patch_run(
     id: &str,
     proto: Proto,
     reader: &mut BodyReader,
+    origin: &Origin,
+    who: &Principal,
 ) -> Result<(u64, bool), ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
@@ -658,6 +693,8 @@ async fn patch_run(
         checksum,
         complete_at_end,
         body_len: content_length(h),
+        origin: origin.clone(),
+        who: who.clone(),
     };
     append_to(state, id, offset, want, reader).await
 }
@@ -692,7 +729,7 @@ async fn declare_length(
     row.state = st.to_json();
     match state
         .meta
-        .upload_save(&row, None, Default::default())
+        .upload_save(&row, None, Default::default(), None)
         .await?
     {
         Some(_) => Ok(()),
@@ -707,6 +744,7 @@ async fn head(
     proto: Proto,
     h: &HeaderMap,
     who: &Principal,
+    origin: &Origin,
 ) -> Result<Response, ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
@@ -716,7 +754,7 @@ async fn head(
         let m = state.meta.get(id, who.owner()).await?;
         let m = m.ok_or_else(|| not_found(id))?;
         let mut r = status_answer(proto, m.size, Some(m.size), true);
-        set(&mut r, "link", media_link(state, h, id));
+        set_link(&mut r, state, h, id, who.gets_links());
         r.headers_mut().insert(
             http::header::CACHE_CONTROL,
             HeaderValue::from_static("no-store"),
@@ -729,7 +767,7 @@ async fn head(
         return Err(gone(id));
     }
     if !st.complete && st.length == Some(st.offset()) {
-        st = recover_completion(state, id).await?;
+        st = recover_completion(state, id, origin, who).await?;
     }
     let mut r = status_answer(proto, st.offset(), st.length, st.complete);
     r.headers_mut().insert(
@@ -753,7 +791,7 @@ async fn head(
     }
     set(&mut r, "upload-expires", proto::http_date(row.expires));
     if st.complete {
-        set(&mut r, "link", media_link(state, h, id));
+        set_link(&mut r, state, h, id, who.gets_links());
     }
     Ok(r)
 }
@@ -779,7 +817,12 @@ fn status_answer(proto: Proto, offset: u64, length: Option<u64>, complete: bool)
 
 /// Finishes an upload whose last byte was saved by a node that died (or
 /// failed) before it finished the blob: idempotent on the store's side.
-async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadState, ApiError> {
+async fn recover_completion(
+    state: &Arc<AppState>,
+    id: &str,
+    origin: &Origin,
+    who: &Principal,
+) -> Result<UploadState, ApiError> {
     let _guard = state.writers.take(id).await;
     let (row, mut st) = claim_row(state, id).await?;
     if st.complete || st.length != Some(st.offset()) {
@@ -794,14 +837,19 @@ async fn recover_completion(state: &Arc<AppState>, id: &str) -> Result<UploadSta
         .await
         .map_err(storage_error)?;
     let sha = hex::encode(sha2::Digest::finalize(h));
-    complete_saved(state, row, &mut st, sha).await?;
+    complete_saved(state, row, &mut st, sha, origin, who).await?;
     Ok(st)
 }
 
 /// `DELETE /v1/uploads/{id}` (tus termination, IETF cancellation): the
 /// writer, if any, is stopped; the bytes go, then the row. A finished
 /// upload's media item goes with it.
-async fn terminate(state: &Arc<AppState>, id: &str, who: &Principal) -> Result<Response, ApiError> {
+async fn terminate(
+    state: &Arc<AppState>,
+    id: &str,
+    who: &Principal,
+    origin: &Origin,
+) -> Result<Response, ApiError> {
     if !is_id(id) {
         return Err(not_found(id));
     }
@@ -810,7 +858,7 @@ async fn terminate(state: &Arc<AppState>, id: &str, who: &Principal) -> Result<R
     if st.media {
         // A finished upload is an item: removing it takes `delete`.
         who.require(Scopes::DELETE)?;
-        match super::media::delete(state, id, who).await {
+        match super::media::delete(state, id, who, origin).await {
             Ok(_) => {}
             Err(e) if e.kind == Kind::NotFound => {}
             Err(e) => return Err(e),
@@ -818,11 +866,22 @@ async fn terminate(state: &Arc<AppState>, id: &str, who: &Principal) -> Result<R
     } else {
         state
             .blobs
-            .spool_abort(id, st.spool)
+            .spool_abort(id, st.spool.clone())
             .await
             .map_err(storage_error)?;
     }
-    state.meta.upload_remove(id, row.gen).await?;
+    // An unfinished upload ends here; a finished one's item went above
+    // (`media.deleted`) and its row is only its record.
+    let event = (!st.media).then(|| {
+        let mut data = serde_json::Map::new();
+        data.insert("offset".into(), st.offset().into());
+        data.insert("length".into(), st.length.into());
+        crate::events::upload_event(state, origin, "upload.terminated", id, &row.owner, data)
+    });
+    let ended = event.is_some();
+    if state.meta.upload_remove(id, row.gen, event).await? && ended {
+        state.events.written("upload.terminated", 1);
+    }
     Ok(no_content())
 }
 
@@ -837,18 +896,20 @@ async fn concat_final(
     ids: &[String],
     who: &Principal,
     reader: &mut BodyReader,
+    origin: &Origin,
 ) -> Result<Response, ApiError> {
     let l = &state.config.limits;
     let mut parts = Vec::with_capacity(ids.len());
     let mut total = 0u64;
     for pid in ids {
-        // Another owner's partial upload is as good as missing; an expired
+        // Another owner's partial upload is as good as missing (404, as a
+        // missing upload is on every tus route, and in tusd); an expired
         // one is the janitor's (it may be removing it now).
         let row = state.meta.upload_get(pid).await?;
         let row = row
             .filter(|r| who.sees(&r.owner) && r.expires >= now())
             .ok_or_else(|| {
-                ApiError::new(Kind::Malformed, format!("Upload-Concat: no upload {pid}"))
+                ApiError::new(Kind::NotFound, format!("Upload-Concat: no upload {pid}"))
             })?;
         let st = UploadState::parse(pid, &row.state)?;
         if !(st.is_partial() && st.complete) {
@@ -863,10 +924,11 @@ async fn concat_final(
     }
     who.rules.check_size(total)?;
     crate::upload::check_quota(state, who, Some(total), 1).await?;
-    let _admission = admit(state, reader.progress(), 0).await?;
     let filename = c.filename.clone().or_else(|| parts[0].1.filename.clone());
     let filetype = c.filetype.clone().or_else(|| parts[0].1.filetype.clone());
-    let mut ingest = Ingest::new(state, who);
+    let mut ingest = Ingest::new(state, who, origin.clone());
+    ingest.admit_at_first_file(reader.progress(), 0, Some(total));
+    ingest.describe_event("metadata", metadata_json(c.metadata.as_deref()));
     let mut sink = ingest
         .begin_file(None, filename, filetype.as_deref())
         .await?;
@@ -899,11 +961,124 @@ async fn concat_final(
         open: false,
         state: st.to_json(),
     };
-    state.meta.upload_create(row, usize::MAX, None).await?;
+    state
+        .meta
+        .upload_create(row, usize::MAX, None, None)
+        .await?;
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(state, h, &rec.id));
     set(&mut r, "upload-offset", rec.size);
-    set(&mut r, "link", media_link(state, h, &rec.id));
+    set_link(&mut r, state, h, &rec.id, who.gets_links());
     Ok(r)
+}
+
+/// `upload.created`: the declared length (null when deferred), the
+/// metadata, and whether it is a partial upload of a concatenation.
+fn created_event(
+    state: &AppState,
+    origin: &Origin,
+    id: &str,
+    owner: &str,
+    c: &Creation,
+) -> crate::store::NewEvent {
+    let mut data = serde_json::Map::new();
+    data.insert("length".into(), c.length.into());
+    data.insert("metadata".into(), metadata_json(c.metadata.as_deref()));
+    data.insert(
+        "partial".into(),
+        matches!(c.concat, Some(Concat::Partial)).into(),
+    );
+    crate::events::upload_event(state, origin, "upload.created", id, owner, data)
+}
+
+/// `Upload-Metadata` as a JSON object: each key with its value decoded
+/// (UTF-8, or lossily), or null for a key without one. The header was
+/// checked at creation; an unreadable one (never stored) is `{}`.
+pub(crate) fn metadata_json(header: Option<&str>) -> serde_json::Value {
+    let pairs = header
+        .and_then(|m| proto::metadata(m, usize::MAX).ok())
+        .unwrap_or_default();
+    let o: serde_json::Map<String, serde_json::Value> = pairs
+        .into_iter()
+        .map(|(k, v)| {
+            let v = v.map(|b| String::from_utf8_lossy(&b).into_owned());
+            (k, v.into())
+        })
+        .collect();
+    serde_json::Value::Object(o)
+}
+
+/// A JSON object as `Upload-Metadata` (tus: comma-separated `key
+/// base64(value)` pairs): strings as they are, other values as JSON text,
+/// null as a key without a value. Keys that cannot be header keys (empty,
+/// or with a space or comma) are left out.
+pub(crate) fn encode_metadata(m: &serde_json::Map<String, serde_json::Value>) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    m.iter()
+        .filter(|(k, _)| !k.is_empty() && !k.contains([' ', ',']) && k.is_ascii())
+        .map(|(k, v)| match v {
+            serde_json::Value::Null => k.clone(),
+            serde_json::Value::String(s) => format!("{k} {}", b64(s)),
+            other => format!("{k} {}", b64(&other.to_string())),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The `pre_create` hook for a creation (`crate::hooks`); its amendments
+/// replace the name, type and metadata the upload keeps.
+async fn pre_create(
+    state: &AppState,
+    origin: &Origin,
+    who: &Principal,
+    c: &mut Creation,
+) -> Result<(), ApiError> {
+    let stage = crate::hooks::Stage::PreCreate;
+    if !state.hooks.has(stage) {
+        return Ok(());
+    }
+    let ask = crate::hooks::Ask {
+        format: origin.format,
+        declared_size: c.length,
+        filename: c.filename.clone(),
+        content_type: c.filetype.clone(),
+        fields: None,
+        metadata: Some(metadata_json(c.metadata.as_deref())),
+        client: origin.client,
+        request_id: origin.request_id.clone(),
+        finished: None,
+    };
+    let a = state
+        .hooks
+        .ask(&state.events.stats, stage, who, &ask)
+        .await?;
+    if let Some(m) = a.metadata {
+        c.metadata = Some(encode_metadata(&m));
+    }
+    if a.filename.is_some() {
+        c.filename = a.filename;
+    }
+    if a.content_type.is_some() {
+        c.filetype = a.content_type;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod metadata_tests {
+    #[test]
+    fn metadata_goes_to_json_and_back() {
+        let header = "filename d29ybGRfZG9taW5hdGlvbl9wbGFuLnBkZg==,is_confidential";
+        let j = super::metadata_json(Some(header));
+        assert_eq!(j["filename"], "world_domination_plan.pdf");
+        assert!(j["is_confidential"].is_null());
+        let back = super::encode_metadata(j.as_object().unwrap());
+        assert_eq!(super::metadata_json(Some(&back)), j);
+        let mut m = serde_json::Map::new();
+        m.insert("n".into(), 3.into());
+        m.insert("bad key".into(), "x".into());
+        assert_eq!(super::encode_metadata(&m), "n Mw==");
+    }
 }

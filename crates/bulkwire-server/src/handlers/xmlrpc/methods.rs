@@ -176,6 +176,18 @@ pub struct Ctx<'a> {
     pub extensions: &'a http::Extensions,
 }
 
+impl Ctx<'_> {
+    /// Where this call's changes come from, for their events.
+    pub fn origin(&self, format: &'static str) -> crate::events::Origin {
+        crate::events::Origin {
+            format,
+            request_id: crate::access::request_id(self.extensions),
+            base: self.base.to_string(),
+            client: self.client,
+        }
+    }
+}
+
 pub fn no_method(name: &str) -> Fault {
     Fault::new(
         Fault::METHOD_NOT_FOUND,
@@ -367,6 +379,7 @@ async fn media_item(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
         ctx.base,
         &ctx.state.links,
         &ctx.state.config.variant_sizes,
+        who.gets_links(),
     ))
 }
 
@@ -379,7 +392,7 @@ async fn delete_post(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
         .get(3)
         .and_then(text)
         .ok_or_else(|| invalid_params("post_id is required"))?;
-    match crate::handlers::media::delete(ctx.state, &id, &who).await {
+    match crate::handlers::media::delete(ctx.state, &id, &who, &ctx.origin("xmlrpc")).await {
         Ok(_) => Ok(Value::Bool(true)),
         Err(e) if e.kind == crate::Kind::NotFound => {
             Err(Fault::new(404, "Invalid post ID.").into())
@@ -462,6 +475,7 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
                     ctx.base,
                     &ctx.state.links,
                     &ctx.state.config.variant_sizes,
+                    true,
                 ));
             }
         }
@@ -480,21 +494,27 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
 /// (`thumbnail` 150×150 cropped, `medium` 300, `large` 1024, each with
 /// its `file`, `width`, `height`, `mime-type` and link `url`); a size
 /// the image is not larger than is left out, as WordPress does, but the
-/// thumbnail.
+/// thumbnail. Links go only to a principal with `read` (`readable`); for
+/// another (a JWT that may only upload) `url`, `link`, `thumbnail` and
+/// each size's `url` are empty strings.
 pub fn media_struct(
     m: &MediaRecord,
     base: &str,
     links: &crate::links::Links,
     sizes: &[u32],
+    readable: bool,
 ) -> Out {
-    let link = format!("{base}{}", links.path(&m.id));
+    let link = match readable {
+        true => format!("{base}{}", links.path(&m.id)),
+        false => String::new(),
+    };
     let name = m.filename.clone().unwrap_or_default();
     let s = |v: &str| Value::String(v.to_string());
     let size = i32::try_from(m.size).map_or(Value::I8(m.size as i64), Value::Int);
     let mut metadata = vec![("filesize".into(), size), ("sha256".into(), s(&m.sha256))];
     let mut thumb = String::new();
     if crate::variants::has_variants(m) {
-        let (subs, t) = sub_sizes(m, base, links, sizes);
+        let (subs, t) = sub_sizes(m, base, links, sizes, readable);
         thumb = t;
         if let (Some(w), Some(h)) = (m.width, m.height) {
             metadata.push(("width".into(), Value::Int(px(w))));
@@ -539,6 +559,7 @@ fn sub_sizes(
     base: &str,
     links: &crate::links::Links,
     sizes: &[u32],
+    readable: bool,
 ) -> (Vec<(String, Out)>, String) {
     use bulkwire_image::{Fit, Format, Output, Spec};
     let output = match bulkwire_image::Format::from_media_type(&m.content_type) {
@@ -554,13 +575,11 @@ fn sub_sizes(
     let (mut out, mut thumb) = (Vec::new(), String::new());
     for (name, side, crop) in SUB_SIZES {
         let fit = if crop { Fit::Cover } else { Fit::Contain };
-        let url = crate::variants::link(
-            base,
-            links,
-            &m.id,
-            sizes,
-            crate::variants::square(side, fit, output),
-        );
+        let spec = crate::variants::square(side, fit, output);
+        let url = match readable {
+            true => crate::variants::link(base, links, &m.id, sizes, spec),
+            false => String::new(),
+        };
         if name == "thumbnail" {
             thumb = url.clone();
         }
@@ -699,7 +718,7 @@ mod tests {
             height: Some(3000),
             ..rec("image/png")
         };
-        let v = media_struct(&img, "http://h", &links, &sizes);
+        let v = media_struct(&img, "http://h", &links, &sizes, true);
         let url = format!("http://h{}", links.path(&"0".repeat(32)));
         assert!(url.starts_with("http://h/v1/media/00000000"), "{url}");
         assert_eq!(v.get("url").and_then(Value::as_str), Some(url.as_str()));
@@ -736,9 +755,21 @@ mod tests {
             size: 5 << 30,
             ..rec("x/y")
         };
-        let v = media_struct(&big, "", &links, &sizes);
+        let v = media_struct(&big, "", &links, &sizes, true);
         let md = v.get("metadata").unwrap();
         assert_eq!(md.get("filesize"), Some(&Value::I8(5 << 30)));
         assert_eq!(v.get("thumbnail").and_then(Value::as_str), Some(""));
+        // No link for a principal without read: url, link, thumbnail and
+        // each size's url empty; the sizes themselves stay.
+        let v = media_struct(&img, "http://h", &links, &sizes, false);
+        for k in ["url", "link", "thumbnail"] {
+            assert_eq!(v.get(k).and_then(Value::as_str), Some(""), "{k}");
+        }
+        let sz = v.get("metadata").and_then(|m| m.get("sizes")).unwrap();
+        for n in ["thumbnail", "medium", "large"] {
+            let url = sz.get(n).and_then(|s| s.get("url"));
+            assert_eq!(url.and_then(Value::as_str), Some(""), "{n}");
+        }
+        assert_eq!(v.get("id").and_then(Value::as_str), Some(&*"0".repeat(32)));
     }
 }
