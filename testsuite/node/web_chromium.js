@@ -11,9 +11,11 @@
 // a new upload, the search box, the type filter, and a media type's line breaks at 375 px.
 // With `"scenario": "owners"` it looks at whose items the page shows (see owners()): signed in
 // as `user` (an author), then, after signing out, with `token` (the administrator).
+// With `"scenario": "weight"` it weighs the library's first page of images the test filled
+// (see weight()): every image response's bytes, and each thumbnail decoded.
 //
 // usage: node web_chromium.js '<json options>'
-//   scenario     "library" (default), "controls", "find" or "owners"
+//   scenario     "library" (default), "controls", "find", "owners" or "weight"
 //   origin       the server, e.g. http://127.0.0.1:8080
 //   token        bearer token to sign in with
 //   user         {name, password}: sign in with these instead (the wrong try uses the token)
@@ -24,12 +26,14 @@
 //   search       (find) what to type in the search box
 //   narrow       (find) a search that shows the item whose type is measured at 375 px
 //   ownerFilter  (owners) the owner the administrator narrows the library to
+//   count        (weight) how many images the test put in the library
 //   screenshots  {wide, narrow}: where to save PNGs of the library
 //   chromium     the browser (default /usr/bin/chromium)
 //   timeoutMs    the whole run's bound (default 120000)
 //
 // Prints one JSON line: {ok, browser, headers, signIn, bars, library, thumbnail, copied,
-// dialog, afterDelete, afterReload, signInAgain, foreign, console, csp, screenshots, steps}
+// dialog, afterDelete, afterReload, signInAgain, foreign, console, csp, screenshots, steps;
+// with "weight": thumbs, images, imageBytes}
 // and `error` on failure (exit 1). Steps record what was done, so a failure says where.
 'use strict';
 
@@ -44,6 +48,7 @@ function options(argv) {
     controls: ['origin', 'token', 'files', 'pause', 'cancel', 'refused', 'throughput'],
     find: ['origin', 'token', 'files', 'search', 'narrow'],
     owners: ['origin', 'token', 'user', 'files', 'ownerFilter'],
+    weight: ['origin', 'token', 'count'],
   }[o.scenario] || ['origin', 'token', 'files', 'thumbnail', 'copy', 'remove'];
   for (const k of needs) {
     if (!o[k]) throw new Error(`missing option ${k}`);
@@ -215,6 +220,35 @@ function typeLines(page, name) {
   });
 }
 
+/// The library's first page, filled by the test with `count` images: scrolls every card into
+/// view (thumbnails load lazily), waits until each <img> is complete, and reports each one's
+/// natural size and every image response's bytes (`report.images`, counted since the page
+/// opened: `report.imageBytes`).
+async function weight(page, o, report, left) {
+  await page.waitForFunction(
+    (n) => document.getElementById('grid').getAttribute('aria-busy') === 'false' &&
+      document.querySelectorAll('#grid > li.card').length >= n,
+    o.count,
+    { timeout: left() },
+  );
+  const imgs = page.locator('#grid > li.card .thumb img');
+  const n = await imgs.count();
+  for (let i = 0; i < n; i++) {
+    await imgs.nth(i).scrollIntoViewIfNeeded();
+  }
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('#grid > li.card .thumb img')].every((e) => e.complete),
+    null,
+    { timeout: left(), polling: 100 },
+  );
+  report.thumbs = await imgs.evaluateAll((es) =>
+    es.map((e) => ({ src: e.currentSrc, naturalWidth: e.naturalWidth, naturalHeight: e.naturalHeight })),
+  );
+  // Let the last bodies be counted.
+  await page.waitForTimeout(500);
+  report.steps.push('weighed');
+}
+
 /// Finding things in a library the test filled (newest first, more than one page): the first
 /// page and the next, back; a file uploaded here shows first; typing in the search box narrows
 /// to matching names; the type filter to images; at 375 px, how a media type breaks.
@@ -375,6 +409,14 @@ async function run(o, report, deadline) {
       });
     });
 
+    // Every image the page loads, and its bytes (as received, headers aside).
+    report.images = [];
+    page.on('requestfinished', async (req) => {
+      if (req.resourceType() !== 'image') return;
+      const sizes = await req.sizes().catch(() => null);
+      report.images.push({ url: req.url(), bytes: sizes ? sizes.responseBodySize : -1 });
+    });
+
     const res = await page.goto(`${o.origin}/`);
     report.headers = await res.allHeaders();
     report.status = res.status();
@@ -389,9 +431,10 @@ async function run(o, report, deadline) {
     });
     report.signInError = await page.locator('#signin-error').innerText();
     await signIn(page, o, report);
-    const scenarios = { controls, find, owners };
+    const scenarios = { controls, find, owners, weight };
     if (scenarios[o.scenario]) {
       await scenarios[o.scenario](page, o, report, left);
+      report.imageBytes = report.images.reduce((a, i) => a + Math.max(0, i.bytes), 0);
       report.csp = await page.evaluate(() => window.__csp);
       report.ok = true;
       await context.close();

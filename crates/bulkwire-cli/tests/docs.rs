@@ -172,12 +172,21 @@ fn bytes(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// A real 320×240 JPEG of noise (about 40 KiB): the examples upload it,
+/// and make variants of it.
+fn photo() -> Vec<u8> {
+    let pixels = bytes(320 * 240 * 3, 7);
+    let mut v = Vec::new();
+    jpeg_encoder::Encoder::new(&mut v, 90)
+        .encode(&pixels, 320, 240, jpeg_encoder::ColorType::Rgb)
+        .unwrap();
+    v
+}
+
 /// A fresh directory with the files the examples name.
 fn workdir(name: &str) -> PathBuf {
     let d = bulkwire_testenv::must(bulkwire_testenv::test_dir(name));
-    let mut photo = vec![0xff, 0xd8, 0xff, 0xe0];
-    photo.extend(bytes(48 * 1024, 7));
-    std::fs::write(d.join("photo.jpg"), photo).unwrap();
+    std::fs::write(d.join("photo.jpg"), photo()).unwrap();
     std::fs::write(d.join("blob.bin"), bytes(256 * 1024, 11)).unwrap();
     std::fs::copy(root().join("README.md"), d.join("README.md")).unwrap();
     d

@@ -107,6 +107,9 @@ pub struct Config {
     /// The application's own tokens (JWTs): where their keys come from and
     /// what their claims must say (see `crate::jwt`).
     pub auth: AuthKeys,
+    /// The sizes (pixels, on a side) image variants are rounded up to, so
+    /// that a cache holds few of them (see `crate::variants`).
+    pub variant_sizes: Vec<u32>,
     /// How long events are kept and how webhooks are delivered
     /// (`crate::events`).
     pub events: crate::events::EventsConfig,
@@ -167,6 +170,7 @@ impl Default for Config {
             link_ttl: None,
             cors_origins: Vec::new(),
             auth: AuthKeys::default(),
+            variant_sizes: DEFAULT_VARIANT_SIZES.to_vec(),
             events: Default::default(),
             webhooks: Vec::new(),
             hooks: Default::default(),
@@ -175,7 +179,30 @@ impl Default for Config {
     }
 }
 
+/// WordPress's sub-sizes (thumbnail 150, medium 300, medium_large 768,
+/// large 1024) and a large screen's 2048.
+pub const DEFAULT_VARIANT_SIZES: [u32; 5] = [150, 300, 768, 1024, 2048];
+
+/// The largest variant side `variant_sizes` may name.
+pub const MAX_VARIANT_SIZE: u32 = 8192;
+
 impl Config {
+    /// `variant_sizes` is a non-empty list of sizes from 1 to
+    /// [`MAX_VARIANT_SIZE`], in increasing order.
+    pub fn validate_variant_sizes(&self) -> Result<(), String> {
+        let s = &self.variant_sizes;
+        let ok = !s.is_empty()
+            && s.iter().all(|v| (1..=MAX_VARIANT_SIZE).contains(v))
+            && s.windows(2).all(|w| w[0] < w[1]);
+        if !ok {
+            return Err(format!(
+                "variant_sizes must be sizes from 1 to {MAX_VARIANT_SIZE} pixels in increasing \
+                 order, such as [150, 300, 768, 1024, 2048]; got {s:?}"
+            ));
+        }
+        Ok(())
+    }
+
     /// `[events]`, `[[webhooks]]` and `[hooks]`, each naming its fault.
     pub fn validate_events(&self) -> Result<(), String> {
         self.events.validate()?;
@@ -212,6 +239,7 @@ impl Config {
     pub fn from_toml_str(s: &str) -> Result<Config, String> {
         let c: Config = toml::from_str(s).map_err(|e| e.to_string())?;
         c.limits.validate()?;
+        c.validate_variant_sizes()?;
         c.validate_urls()?;
         // Each key alone: the CLI checks the whole after its flags and
         // variables (`AuthKeys::validate`).
@@ -530,6 +558,23 @@ pub struct Limits {
     pub quota_bytes: PerRole,
     /// Items one owner may have, by role (as `quota_bytes`).
     pub quota_items: PerRole,
+    /// Most pixels (width × height, as its header declares them) of an
+    /// image a variant is made from: more is 413 before any pixel is
+    /// decoded (an image bomb declares billions in a few bytes).
+    pub variant_max_pixels: u64,
+    /// Most bytes of an image a variant is made from: it is read into
+    /// memory (reserved from `memory_budget`) to be decoded; more is 413.
+    #[serde(deserialize_with = "bulkwire_units::de::size")]
+    pub variant_max_bytes: u64,
+    /// Variants made at once, each on a thread of their own with its memory
+    /// reserved from `memory_budget`. Absent: the number of cores.
+    pub variant_jobs: Option<usize>,
+    /// Variant requests waiting for a job at once; more are answered 503.
+    pub variant_queue: usize,
+    /// Longest a variant request waits for a job and its making takes
+    /// (milliseconds or a duration), then 503 with `Retry-After`.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
+    pub variant_timeout: u64,
 }
 
 /// A value per role ([`Limits::quota_bytes`], [`Limits::quota_items`]):
@@ -663,6 +708,11 @@ impl Default for Limits {
             login_table_entries: 10_000,
             quota_bytes: PerRole::default(),
             quota_items: PerRole::default(),
+            variant_max_pixels: 50_000_000,
+            variant_max_bytes: 64 << 20,
+            variant_jobs: None,
+            variant_queue: 256,
+            variant_timeout: 10_000,
         }
     }
 }
@@ -712,6 +762,11 @@ impl Limits {
             ("login_failures", self.login_failures as u64),
             ("login_window", self.login_window),
             ("login_table_entries", self.login_table_entries as u64),
+            ("variant_max_pixels", self.variant_max_pixels),
+            ("variant_max_bytes", self.variant_max_bytes),
+            ("variant_jobs", self.variant_jobs.unwrap_or(1) as u64),
+            ("variant_queue", self.variant_queue as u64),
+            ("variant_timeout", self.variant_timeout),
         ];
         if let Some((n, _)) = zero.iter().find(|(_, v)| *v == 0) {
             return Err(format!("limits.{n} must be > 0"));
@@ -812,6 +867,17 @@ impl Limits {
         let gathered = (3 + chunk.div_ceil(aligned)) * (aligned + align);
         let append = 4 * aligned + chunk;
         shared.max(gathered).max(append)
+    }
+
+    /// [`Limits::variant_jobs`], or the number of cores.
+    pub fn variant_jobs(&self) -> usize {
+        self.variant_jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
+
+    pub fn variant_timeout(&self) -> Duration {
+        Duration::from_millis(self.variant_timeout)
     }
 
     pub fn idle_timeout(&self) -> Duration {
@@ -917,6 +983,16 @@ mod tests {
         assert!(e.contains("file_byte"), "{e}");
         let e = Config::from_toml_str("[limits]\nmax_uploads = 0\n").unwrap_err();
         assert!(e.contains("max_uploads"), "{e}");
+        let e = Config::from_toml_str("variant_sizes = [300, 150]\n").unwrap_err();
+        assert!(e.contains("variant_sizes"), "{e}");
+        let c = Config::from_toml_str(
+            "variant_sizes = [64, 128]\n[limits]\nvariant_timeout = \"2s\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.variant_sizes, c.limits.variant_timeout),
+            (vec![64, 128], 2000)
+        );
     }
 
     #[test]

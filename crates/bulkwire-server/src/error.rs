@@ -48,6 +48,9 @@ pub enum Kind {
     Checksum,
     /// A per-client count is reached (429).
     TooMany,
+    /// A request the server understood about content it cannot process:
+    /// an image that does not decode (422).
+    Unprocessable,
     /// The application's hook said no (`crate::hooks`): its status, 403
     /// unless it named another.
     Refused,
@@ -76,6 +79,7 @@ impl Kind {
             Kind::Precondition => "precondition_failed",
             Kind::Checksum => "checksum_mismatch",
             Kind::TooMany => "too_many",
+            Kind::Unprocessable => "unprocessable",
             Kind::Refused => "refused",
         }
     }
@@ -101,6 +105,7 @@ impl Kind {
             // tus 1.0 checksum extension: "460 Checksum Mismatch".
             Kind::Checksum => StatusCode::from_u16(460).unwrap_or(StatusCode::BAD_REQUEST),
             Kind::TooMany => StatusCode::TOO_MANY_REQUESTS,
+            Kind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
             Kind::Refused => StatusCode::FORBIDDEN,
         }
     }
@@ -266,7 +271,7 @@ const SIZE_LIMITS: [&str; 5] = [
 pub fn limit_text(name: &str, value: u64) -> String {
     use bulkwire_units::{format_duration, format_size};
     use std::time::Duration;
-    let v = if name.ends_with("_ms") {
+    let v = if name.ends_with("_ms") || name == "variant_timeout" {
         format_duration(Duration::from_millis(value))
     } else if name.ends_with("_s") || name == "login_window" {
         format_duration(Duration::from_secs(value))
@@ -400,6 +405,8 @@ mod tests {
                 "concat_uploads",
                 "login_failures",
                 "login_table_entries",
+                "variant_max_pixels",
+                "variant_queue",
             ];
             let unitless = t.ends_with(&format!("= {n}"));
             assert_eq!(unitless, counts.contains(&k.as_str()), "{k}: {t}");

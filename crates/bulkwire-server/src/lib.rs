@@ -43,6 +43,7 @@ pub mod throttle;
 pub use bulkwire_store as store;
 pub mod stores;
 pub mod upload;
+pub mod variants;
 pub mod web;
 
 pub use auth::Auth;

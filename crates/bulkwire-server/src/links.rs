@@ -8,6 +8,11 @@
 //! same links; `bulkwire link rotate` replaces it, which revokes every link at once (nodes reload
 //! it every `auth_cache_ms`). Deleting the media revokes its links: they then answer 404.
 //!
+//! An image's variant has links of its own: `/v1/media/{id}/variant?w=…&h=…&fit=…&format=…&sig=S`,
+//! `S` over the id and those parameters (in that order, as given) under another context, so that
+//! a link holder can neither ask for another size nor use the item's own `sig` for a variant
+//! (each variant URL handed out carries its own).
+//!
 //! A link grants `GET` and `HEAD` of that one item and nothing else: not the list, not a delete,
 //! not an upload (those still need credentials). A bad or expired signature is 403 before the id
 //! is looked up, so a link never tells whether an id exists.
@@ -23,6 +28,8 @@ pub const KEY_NAME: &str = "link-key";
 const MAC_BYTES: usize = 16;
 /// Domain separation: this key signs nothing else, but a future link kind must not collide.
 const CONTEXT: &[u8] = b"bulkwire media link v1\0";
+/// A variant link's context: its signature never verifies as an item's, nor the other way round.
+const VARIANT_CONTEXT: &[u8] = b"bulkwire variant link v1\0";
 
 /// The link key, as loaded (and reloaded) from the metadata store.
 pub struct Links {
@@ -74,6 +81,21 @@ impl Links {
         }
     }
 
+    /// The link's path and query for variant `params` (`w=…&h=…&fit=…&format=…`, as the
+    /// variant's parser writes them) of media `id`.
+    pub fn variant_path(&self, id: &str, params: &str) -> String {
+        let exp = self.ttl.map(|t| unix_now().saturating_add(t.as_secs()));
+        let sig = self.sign_with(
+            VARIANT_CONTEXT,
+            &format!("{id}\0{params}"),
+            exp.unwrap_or(0),
+        );
+        match exp {
+            Some(e) => format!("/v1/media/{id}/variant?{params}&exp={e}&sig={sig}"),
+            None => format!("/v1/media/{id}/variant?{params}&sig={sig}"),
+        }
+    }
+
     /// A link to the bytes of upload `id` before its row commits, for the
     /// `pre_finish` hook (`crate::hooks`): valid for `ttl`, and signed over
     /// another name than a media link, so neither stands for the other.
@@ -92,16 +114,20 @@ impl Links {
     }
 
     fn sign(&self, id: &str, exp: u64) -> String {
+        self.sign_with(CONTEXT, id, exp)
+    }
+
+    fn sign_with(&self, context: &[u8], subject: &str, exp: u64) -> String {
         use base64::Engine;
-        let mac = self.mac(id, exp).finalize().into_bytes();
+        let mac = self.mac(context, subject, exp).finalize().into_bytes();
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&mac[..MAC_BYTES])
     }
 
-    fn mac(&self, id: &str, exp: u64) -> Hmac<Sha256> {
+    fn mac(&self, context: &[u8], subject: &str, exp: u64) -> Hmac<Sha256> {
         let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key())
             .expect("HMAC takes a key of any length");
-        m.update(CONTEXT);
-        m.update(id.as_bytes());
+        m.update(context);
+        m.update(subject.as_bytes());
         m.update(b"\0");
         m.update(exp.to_string().as_bytes());
         m
@@ -110,6 +136,16 @@ impl Links {
     /// Checks the query of a request for media `id`: `Ok` when it carries a valid, unexpired
     /// signature. The comparison is constant-time.
     pub fn verify(&self, id: &str, query: &str) -> Result<(), Refused> {
+        self.verify_with(CONTEXT, id, query)
+    }
+
+    /// Checks the query of a request for variant `params` of media `id` (what the variant's
+    /// parser made of the same query, written as [`Links::variant_path`] takes it).
+    pub fn verify_variant(&self, id: &str, params: &str, query: &str) -> Result<(), Refused> {
+        self.verify_with(VARIANT_CONTEXT, &format!("{id}\0{params}"), query)
+    }
+
+    fn verify_with(&self, context: &[u8], subject: &str, query: &str) -> Result<(), Refused> {
         use base64::Engine;
         let (mut exp, mut sig) = (None, None);
         for kv in query.split('&') {
@@ -126,7 +162,7 @@ impl Links {
         if given.len() != MAC_BYTES {
             return Err(Refused::Bad);
         }
-        self.mac(id, exp.unwrap_or(0))
+        self.mac(context, subject, exp.unwrap_or(0))
             .verify_truncated_left(&given)
             .map_err(|_| Refused::Bad)?;
         match exp {
@@ -210,6 +246,26 @@ mod tests {
         l.set_key(vec![8; 32]);
         assert_eq!(l.verify("abc", query(&p)), Err(Refused::Bad));
         assert_eq!(l.verify("abc", query(&l.path("abc"))), Ok(()));
+    }
+
+    #[test]
+    fn a_variant_link_names_its_parameters_and_no_other() {
+        let l = Links::new(vec![7; 32], None);
+        let params = "w=300&h=300&fit=cover&format=webp";
+        let p = l.variant_path("abc", params);
+        assert!(p.starts_with("/v1/media/abc/variant?w=300&"), "{p}");
+        let q = query(&p);
+        assert_eq!(l.verify_variant("abc", params, q), Ok(()));
+        let other = "w=2048&h=2048&fit=cover&format=webp";
+        assert_eq!(l.verify_variant("abc", other, q), Err(Refused::Bad));
+        assert_eq!(l.verify_variant("abd", params, q), Err(Refused::Bad));
+        // The item's own link does not make variants, nor a variant's the item.
+        let item = l.path("abc");
+        assert_eq!(
+            l.verify_variant("abc", params, query(&item)),
+            Err(Refused::Bad)
+        );
+        assert_eq!(l.verify("abc", q), Err(Refused::Bad));
     }
 
     #[test]

@@ -53,8 +53,9 @@ enum MetaOp {
 }
 
 /// Blob operations, as labelled.
-const BLOB_OPS: [&str; 10] = [
+const BLOB_OPS: [&str; 11] = [
     "begin", "write", "commit", "open", "delete", "abort", "ready", "spool", "sync", "note",
+    "variant",
 ];
 
 /// Indices into [`BLOB_OPS`].
@@ -73,6 +74,8 @@ enum BlobOp {
     Sync,
     /// A resumable spool's note read back.
     Note,
+    /// An image variant stored, looked up or opened.
+    Variant,
 }
 
 #[derive(Debug, Default)]
@@ -546,6 +549,33 @@ impl BlobStore for MeteredBlobs {
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<()>> {
         timed(self.stats.blob_op(BlobOp::Delete), self.inner.delete(id))
     }
+    fn variant_put<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        bytes: Bytes,
+    ) -> BoxFut<'a, std::io::Result<bool>> {
+        let op = self.stats.blob_op(BlobOp::Variant);
+        timed(op, self.inner.variant_put(id, name, bytes))
+    }
+    fn variant_size<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+    ) -> BoxFut<'a, std::io::Result<Option<u64>>> {
+        let op = self.stats.blob_op(BlobOp::Variant);
+        timed(op, self.inner.variant_size(id, name))
+    }
+    fn variant_open<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, std::io::Result<BlobStream>> {
+        let op = self.stats.blob_op(BlobOp::Variant);
+        timed(op, self.inner.variant_open(id, name, offset, len))
+    }
     fn abort<'a>(
         &'a self,
         id: &'a str,
@@ -726,6 +756,8 @@ mod tests {
             content_type: "t/t".into(),
             size: 0,
             sha256: String::new(),
+            width: None,
+            height: None,
         };
         assert!(m
             .insert(vec![row], "n", Default::default(), None)

@@ -41,6 +41,8 @@ pub struct Metrics {
     pub bytes_sent: AtomicU64,
     uploads: [[AtomicU64; 4]; FORMATS.len()],
     pub files_stored: AtomicU64,
+    /// Image variants made and stored (`crate::variants`).
+    pub variants_made: AtomicU64,
     rejected: Mutex<BTreeMap<String, u64>>,
     pub buffer_growth: AtomicU64,
     pub peak_parser_buffer: AtomicU64,
@@ -132,6 +134,12 @@ impl Metrics {
             "bulkwire_files_stored_total",
             "Files committed to storage.",
             self.files_stored.load(Relaxed),
+        );
+        counter(
+            &mut o,
+            "bulkwire_variants_made_total",
+            "Image variants made and stored.",
+            self.variants_made.load(Relaxed),
         );
         self.render_uploads(&mut o);
         self.render_rejected(&mut o);

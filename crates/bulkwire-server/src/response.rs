@@ -89,14 +89,22 @@ pub fn base_url(config: &crate::Config, h: &http::HeaderMap) -> String {
 /// A media item as the API answers it. `url` is its link (a capability:
 /// whoever holds it reads the item), handed out only to a principal that
 /// may read the item (`readable`); null otherwise.
+///
+/// An image (a type variants are made of: `crate::variants`) also has
+/// `width` and `height` (from its header at upload; null when unknown),
+/// `variants`, the template of its variants' URL for a client with
+/// credentials (RFC 6570), and `thumbnail` and `thumbnail_2x`, links to
+/// its 300 px square WebP variant and the next size of `sizes` up from
+/// 600 px (for 2× screens), as `url` handed out only when `readable`.
 pub fn media_json(
     m: &MediaRecord,
     base: &str,
     links: &crate::links::Links,
     readable: bool,
+    sizes: &[u32],
 ) -> serde_json::Value {
     let url = readable.then(|| format!("{base}{}", links.path(&m.id)));
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "id": m.id,
         "owner": m.owner,
         "field": m.field,
@@ -106,8 +114,32 @@ pub fn media_json(
         "sha256": m.sha256,
         "created": m.created,
         "url": url,
-    })
+    });
+    if crate::variants::has_variants(m) {
+        use bulkwire_image::{Fit, Output};
+        let thumb = |w: u32| {
+            readable.then(|| {
+                let spec = crate::variants::square(w, Fit::Cover, Output::WebP);
+                let l = crate::variants::link(base, links, &m.id, sizes, spec);
+                serde_json::Value::String(l)
+            })
+        };
+        let extra = serde_json::json!({
+            "width": m.width,
+            "height": m.height,
+            "variants": format!("{base}/v1/media/{}/variant{{?w,h,fit,format}}", m.id),
+            "thumbnail": thumb(THUMBNAIL),
+            "thumbnail_2x": thumb(2 * THUMBNAIL),
+        });
+        if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+            o.extend(e);
+        }
+    }
+    v
 }
+
+/// The side of the page's square thumbnails, in CSS pixels.
+pub const THUMBNAIL: u32 = 300;
 
 /// `201 Created` for a finished upload, with `Location` the first file's
 /// resource (RFC 9110 §15.3.2).
@@ -122,7 +154,15 @@ pub fn created(
     let readable = who.gets_links();
     let media: Vec<_> = records
         .iter()
-        .map(|m| media_json(m, &base, &state.links, readable))
+        .map(|m| {
+            media_json(
+                m,
+                &base,
+                &state.links,
+                readable,
+                &state.config.variant_sizes,
+            )
+        })
         .collect();
     let fields: serde_json::Map<String, serde_json::Value> =
         fields.into_iter().map(|(k, v)| (k, v.into())).collect();

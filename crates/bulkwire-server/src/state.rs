@@ -35,6 +35,8 @@ pub struct AppState {
     pub(crate) xmlrpc: crate::handlers::xmlrpc::Methods,
     /// The media link key (`crate::links`).
     pub links: crate::links::Links,
+    /// Image variants being made (`crate::variants`).
+    pub variants: crate::variants::Variants,
     /// Aligned batches of `write_batch` bytes (in whole blocks) for
     /// resumable appends, recycled.
     pub(crate) batches: Arc<crate::store::AlignedPool>,
@@ -80,6 +82,7 @@ impl AppState {
             .store(max_conns as u64, std::sync::atomic::Ordering::Relaxed);
         AppState {
             links,
+            variants: crate::variants::Variants::new(&config.limits),
             uploads: Arc::new(Semaphore::new(l.max_uploads)),
             memory: Arc::new(Semaphore::new(budget)),
             reserve_permits: reserve,

@@ -748,6 +748,8 @@ impl Ingest {
                 content_type,
                 size: 0,
                 sha256: String::new(),
+                width: None,
+                height: None,
             },
         })
     }
@@ -770,7 +772,14 @@ impl Ingest {
         media.sha256 = hex::encode(digest);
         // An interrupted commit's blob is its lease's to remove.
         self.files.push(media);
-        sink.writer.commit().await.map_err(storage_error)
+        sink.writer.commit().await.map_err(storage_error)?;
+        // An image's size, from its header read back (nothing decoded).
+        if let Some(m) = self.files.last_mut() {
+            let blobs = &*self.state.blobs;
+            let size = crate::variants::stored_size(blobs, &m.id, &m.content_type, m.size).await;
+            (m.width, m.height) = size.unzip();
+        }
+        Ok(())
     }
 
     /// Names a file whose bytes began before its name and type were known

@@ -39,7 +39,11 @@
 //! - a delete that passed removed the row and the blob (or the upload); a refused one left
 //!   them;
 //! - an append that passed moved the upload's offset; a refused one left it;
-//! - a listing names only items the principal reaches (and with `owner=`, of that owner).
+//! - a listing names only items the principal reaches (and with `owner=`, of that owner);
+//! - an image's variant links (`thumbnail`, `thumbnail_2x`) go with its `url`: a creation that
+//!   answers `no-url` hands out none of them (the raw PUT sends a JPEG for that);
+//! - a variant that was sent is the format asked for (`variant GET`: PNG; `variant link GET`,
+//!   the item's `thumbnail`: WebP).
 
 mod common;
 mod soap_util;
@@ -73,6 +77,10 @@ const MATRIX: &str = "
 | HEAD                   | other  | 200         | 404        | 404        | 200        | 403          | 404        | 404        | 403        | 401         |
 | link GET               | own    | 200         | 200        | 200        | 200        | 200          | 200        | 200        | 200        | 200         |
 | link GET               | other  | 200         | 200        | 200        | 200        | 200          | 200        | 200        | 200        | 200         |
+| variant GET            | own    | 200         | 200        | 200        | 200        | 403          | 200        | 200        | 403        | 401         |
+| variant GET            | other  | 200         | 404        | 404        | 200        | 403          | 404        | 404        | 403        | 401         |
+| variant link GET       | own    | 200         | 200        | 200        | 200        | 200          | 200        | 200        | 200        | 200         |
+| variant link GET       | other  | 200         | 200        | 200        | 200        | 200          | 200        | 200        | 200        | 200         |
 | DELETE                 | own    | 204         | 204        | 204        | 204        | 403          | 403        | 403        | 403        | 401         |
 | DELETE                 | other  | 204         | 404        | 404        | 204        | 403          | 403        | 403        | 403        | 401         |
 | tus create             | new    | 201 url     | 201 url    | 201 url    | 201 url    | 201 no-url   | 403        | 201 url    | 201 no-url | 401         |
@@ -110,7 +118,8 @@ const MATRIX: &str = "
 //   (or another author's) item; an author's library is their own items, as WordPress's.
 // - A link is a capability: whoever holds it reads the item, whatever else the request
 //   carries (even credentials that are refused elsewhere); it is handed out only to a principal
-//   with `read`.
+//   with `read`. An image's variants follow the item: `GET /v1/media/{id}/variant` answers as
+//   `GET /v1/media/{id}` does, and a variant's own link (the item's `thumbnail`) as the item's.
 // - Concatenating another owner's partial uploads answers as for missing ones: 404, as a
 //   missing upload is everywhere else in the tus protocol (tusd answers the same).
 
@@ -207,6 +216,8 @@ enum Op {
     Get,
     Head,
     Link,
+    Variant,
+    VariantLink,
     Delete,
     TusCreate,
     TusHead,
@@ -222,7 +233,7 @@ enum Op {
     SoapUpload,
 }
 
-const OPS: [(Op, &str); 20] = [
+const OPS: [(Op, &str); 22] = [
     (Op::Form, "form upload"),
     (Op::Put, "raw PUT"),
     (Op::List, "list"),
@@ -230,6 +241,8 @@ const OPS: [(Op, &str); 20] = [
     (Op::Get, "GET"),
     (Op::Head, "HEAD"),
     (Op::Link, "link GET"),
+    (Op::Variant, "variant GET"),
+    (Op::VariantLink, "variant link GET"),
     (Op::Delete, "DELETE"),
     (Op::TusCreate, "tus create"),
     (Op::TusHead, "tus HEAD"),
@@ -382,6 +395,9 @@ struct Fixed {
     item: String,
     data: Vec<u8>,
     link: String,
+    /// An image of the owner's (a JPEG) and its `thumbnail`, a variant's own link.
+    image: String,
+    thumbnail: String,
     upload: String,
     partials: String,
     whole: Vec<u8>,
@@ -434,6 +450,7 @@ async fn setup(jwts: HashMap<Who, String>) -> M {
             .as_str()
             .unwrap()
             .to_string();
+        let (image, thumbnail) = m.new_image(owner).await;
         let upload = m.new_upload(owner, 10, b"abc").await;
         let (one, two) = (m.data(70), m.data(30));
         let a = m.new_partial(owner, &one).await;
@@ -442,6 +459,8 @@ async fn setup(jwts: HashMap<Who, String>) -> M {
             item,
             data,
             link,
+            image,
+            thumbnail,
             upload,
             partials: format!("/v1/uploads/{a} /v1/uploads/{b}"),
             whole: [one, two].concat(),
@@ -568,6 +587,32 @@ impl M {
         let j: Json = r.json().await.unwrap();
         assert_eq!(j["media"][0]["owner"], owner);
         (j["media"][0]["id"].as_str().unwrap().to_string(), data)
+    }
+
+    /// A JPEG of `owner`'s: its id and, as the owner's answer gives it, its `thumbnail`.
+    async fn new_image(&self, owner: &str) -> (String, String) {
+        let r = self
+            .req(Who::maker(owner), Method::PUT, "/v1/media/photo.jpg")
+            .header("content-type", "image/jpeg")
+            .body(self.jpeg())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{owner}");
+        let j: Json = r.json().await.unwrap();
+        let m = &j["media"][0];
+        let thumb = m["thumbnail"].as_str().expect("a thumbnail link");
+        (m["id"].as_str().unwrap().to_string(), thumb.to_string())
+    }
+
+    /// A small real JPEG (40 × 30 pixels of noise), different each time.
+    fn jpeg(&self) -> Vec<u8> {
+        let px = self.data(40 * 30 * 3);
+        let mut v = Vec::new();
+        jpeg_encoder::Encoder::new(&mut v, 80)
+            .encode(&px, 40, 30, jpeg_encoder::ColorType::Rgb)
+            .unwrap();
+        v
     }
 
     /// An unfinished tus upload of `len` bytes, `first` of them sent.
@@ -759,6 +804,19 @@ impl M {
                     .header("authorization", self.authorization(who));
                 self.read(&cell, r, &fixed.data, true).await
             }
+            Op::Variant => {
+                let q = "variant?w=150&h=150&fit=cover&format=png";
+                let r = self.req(who, Method::GET, &format!("/v1/media/{}/{q}", fixed.image));
+                self.variant(&cell, r, b"\x89PNG").await
+            }
+            Op::VariantLink => {
+                let r = self
+                    .h
+                    .http
+                    .get(&fixed.thumbnail)
+                    .header("authorization", self.authorization(who));
+                self.variant(&cell, r, b"RIFF").await
+            }
             Op::Delete => {
                 let (id, _) = self.new_item(owner).await;
                 let r = self.req(who, Method::DELETE, &format!("/v1/media/{id}"));
@@ -880,7 +938,7 @@ impl M {
 
     /// A form upload, a raw `PUT` or a tus creation with the whole file.
     async fn create(&self, cell: &str, op: Op, who: Who) -> String {
-        let data = self.data(50);
+        let mut data = self.data(50);
         let before = self.snapshot().await;
         let r = match op {
             Op::Form => {
@@ -891,10 +949,13 @@ impl M {
                 let form = reqwest::multipart::Form::new().part("file", part);
                 self.req(who, Method::POST, "/v1/media").multipart(form)
             }
-            Op::Put => self
-                .req(who, Method::PUT, "/v1/media/p.bin")
-                .header("content-type", "application/octet-stream")
-                .body(data.clone()),
+            // A JPEG: its answer has variant links, or none with `no-url`.
+            Op::Put => {
+                data = self.jpeg();
+                self.req(who, Method::PUT, "/v1/media/p.jpg")
+                    .header("content-type", "image/jpeg")
+                    .body(data.clone())
+            }
             _ => self
                 .tus(who, Method::POST, "/v1/uploads")
                 .header("upload-length", data.len())
@@ -928,6 +989,12 @@ impl M {
             let m = &j["media"][0];
             if m["url"] != j["url"] {
                 self.problem(format!("{cell}: the top url is not the item's: {j}"));
+            }
+            for k in ["thumbnail", "thumbnail_2x"] {
+                let image = m["content_type"] == "image/jpeg";
+                if m[k].is_null() != (m["url"].is_null() || !image) {
+                    self.problem(format!("{cell}: {k} {} with url {}", m[k], m["url"]));
+                }
             }
             (m["id"].as_str().unwrap().to_string(), !m["url"].is_null())
         };
@@ -974,6 +1041,19 @@ impl M {
             let got = r.bytes().await.unwrap();
             if len != Some(data.len().to_string()) || (body && got != data) {
                 self.problem(format!("{cell}: not the item's bytes"));
+            }
+        }
+        status.to_string()
+    }
+
+    /// A variant's cell: on 200 its body must begin with `magic` (the format asked for).
+    async fn variant(&self, cell: &str, r: RequestBuilder, magic: &[u8]) -> String {
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        if status == 200 {
+            let got = r.bytes().await.unwrap();
+            if !got.starts_with(magic) {
+                self.problem(format!("{cell}: not the variant asked for"));
             }
         }
         status.to_string()

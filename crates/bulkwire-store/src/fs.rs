@@ -1,5 +1,6 @@
 //! Blobs as files: `data/tmp/{id}` while written, `data/blobs/{id}` once
-//! committed.
+//! committed; a blob's variants in `data/blobs/{id}.v/{name}`, which goes
+//! with the blob.
 //!
 //! Commit is `fsync(file)`, `rename(tmp, blobs)`, `fsync(blobs/)`, the
 //! usual recipe for a file that is either absent or complete after a crash
@@ -21,6 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::task::JoinHandle;
+
+/// What a blob's variants directory adds to its id.
+const VARIANTS: &str = ".v";
 
 /// Chunk size for reading blobs back.
 const READ_CHUNK: usize = 64 * 1024;
@@ -86,6 +90,11 @@ impl FsBlobStore {
     /// Where resumable uploads' spools are.
     pub fn uploads_dir(&self) -> &Path {
         &self.uploads
+    }
+
+    /// Where blob `id`'s variants are.
+    fn variants_dir(&self, id: &str) -> PathBuf {
+        self.blobs.join(format!("{id}{VARIANTS}"))
     }
 
     fn spool_paths(&self, id: &str) -> io::Result<crate::fs_spool::FsSpoolPaths> {
@@ -182,7 +191,75 @@ impl BlobStore for FsBlobStore {
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<()>> {
         let path = self.blobs.join(id);
-        Box::pin(async move { blocking(move || remove_if_exists(&path)).await })
+        let variants = self.variants_dir(id);
+        Box::pin(async move {
+            blocking(move || {
+                remove_if_exists(&path)?;
+                remove_dir_if_exists(&variants)
+            })
+            .await
+        })
+    }
+
+    /// Written to `tmp/`, made durable, then hard-linked to its name: a link
+    /// fails where the name exists, so the first variant stays (a rename
+    /// would replace it), and a crash leaves a whole file or none.
+    fn variant_put<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        bytes: Bytes,
+    ) -> BoxFut<'a, io::Result<bool>> {
+        Box::pin(async move {
+            crate::check_variant(id, name)?;
+            let dir = self.variants_dir(id);
+            let fin = dir.join(name);
+            let tmp = self.tmp.join(format!("{id}.v.{name}.{}", crate::new_id()));
+            blocking(move || {
+                let written = (|| {
+                    let mut f = File::create(&tmp)?;
+                    io::Write::write_all(&mut f, &bytes)?;
+                    f.sync_all()?;
+                    fs::create_dir_all(&dir)?;
+                    match fs::hard_link(&tmp, &fin) {
+                        Ok(()) => Ok(true),
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                        Err(e) => Err(e),
+                    }
+                })();
+                remove_if_exists(&tmp)?;
+                written
+            })
+            .await
+        })
+    }
+
+    fn variant_size<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+    ) -> BoxFut<'a, io::Result<Option<u64>>> {
+        Box::pin(async move {
+            crate::check_variant(id, name)?;
+            match tokio::fs::metadata(self.variants_dir(id).join(name)).await {
+                Ok(m) => Ok(Some(m.len())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    fn variant_open<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, io::Result<BlobStream>> {
+        Box::pin(async move {
+            crate::check_variant(id, name)?;
+            read_range(self.variants_dir(id).join(name), offset, len).await
+        })
     }
 
     fn backend(&self) -> &'static str {
@@ -205,12 +282,14 @@ impl BlobStore for FsBlobStore {
     fn abort<'a>(&'a self, id: &'a str, _handle: Option<&'a str>) -> BoxFut<'a, io::Result<()>> {
         let (tmp, fin) = (self.tmp.join(id), self.blobs.join(id));
         let spool = self.uploads.join(id);
+        let variants = self.variants_dir(id);
         Box::pin(async move {
             blocking(move || {
                 remove_if_exists(&tmp)?;
                 // A resumable upload's creation that failed.
                 remove_if_exists(&spool)?;
-                remove_if_exists(&fin)
+                remove_if_exists(&fin)?;
+                remove_dir_if_exists(&variants)
             })
             .await
         })
@@ -280,7 +359,9 @@ impl BlobStore for FsBlobStore {
             // Spools without an upload row: a creation that crashed
             // before its row was inserted.
             let temps = temps + remove_all(&self.uploads, keep)?;
-            let orphans = remove_all(&self.blobs, keep)?;
+            // A variants directory stays with its blob.
+            let keep_blob = |name: &str| keep(name.strip_suffix(VARIANTS).unwrap_or(name));
+            let orphans = remove_all(&self.blobs, &keep_blob)?;
             Ok((temps, orphans))
         })
     }
@@ -288,6 +369,13 @@ impl BlobStore for FsBlobStore {
 
 pub(crate) fn remove_if_exists(p: &Path) -> io::Result<()> {
     match fs::remove_file(p) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+pub(crate) fn remove_dir_if_exists(p: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(p) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         r => r,
     }
@@ -490,9 +578,13 @@ mod tests {
         fs::write(s.tmp_dir().join("t"), b"partial").unwrap();
         fs::write(s.blob_dir().join("kept"), b"k").unwrap();
         fs::write(s.blob_dir().join("orphan"), b"o").unwrap();
+        fs::create_dir(s.blob_dir().join("kept.v")).unwrap();
+        fs::create_dir(s.blob_dir().join("orphan.v")).unwrap();
         let keep = |id: &str| id == "kept";
-        assert_eq!(s.sweep(&keep).await.unwrap(), (1, 1));
+        assert_eq!(s.sweep(&keep).await.unwrap(), (1, 2));
         assert!(s.blob_dir().join("kept").exists());
+        assert!(s.blob_dir().join("kept.v").exists(), "its variants stay");
+        assert!(!s.blob_dir().join("orphan.v").exists());
         assert!(!s.blob_dir().join("orphan").exists());
         assert_eq!(fs::read_dir(s.tmp_dir()).unwrap().count(), 0);
     }

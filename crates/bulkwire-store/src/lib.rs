@@ -113,12 +113,43 @@ pub trait BlobStore: Send + Sync + 'static {
     fn open<'a>(&'a self, id: &'a str, offset: u64, len: u64)
         -> BoxFut<'a, io::Result<BlobStream>>;
 
-    /// Removes a committed blob; a missing one is not an error.
+    /// Removes a committed blob and its variants; a missing one is not an
+    /// error.
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<()>>;
+
+    /// Stores variant `name` of blob `id` (a thumbnail, a sized copy:
+    /// see [`is_variant_name`]) beside it, atomically and first one wins:
+    /// `true` when these bytes became the variant, `false` when it was
+    /// there already (another request or node made it meanwhile; its bytes
+    /// stay). A variant lives and goes with its blob: [`BlobStore::delete`]
+    /// and [`BlobStore::abort`] of `id` remove every variant of `id`, so
+    /// that a deletion's lease covers them after a crash too.
+    fn variant_put<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        bytes: Bytes,
+    ) -> BoxFut<'a, io::Result<bool>>;
+
+    /// The size of variant `name` of blob `id`, `None` when it was not made.
+    fn variant_size<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+    ) -> BoxFut<'a, io::Result<Option<u64>>>;
+
+    /// Reads `len` bytes of variant `name` of blob `id` from `offset`.
+    fn variant_open<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, io::Result<BlobStream>>;
 
     /// Removes whatever an unfinished upload of `id` may have left: its
     /// temporary object, its incomplete multipart upload (`handle`, as
-    /// noted by [`Lease::note`]) and the blob itself. Missing pieces are
+    /// noted by [`Lease::note`]) and the blob itself with its variants. Missing pieces are
     /// not an error: the janitor calls this for leases whose node died at
     /// any point.
     fn abort<'a>(&'a self, id: &'a str, handle: Option<&'a str>) -> BoxFut<'a, io::Result<()>>;
@@ -229,9 +260,46 @@ pub fn is_id(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// True for a variant's name as a store takes it: 1 to 64 bytes of
+/// lower-case letters, digits, `-` and `.`, not starting with `.` (it is
+/// a file name on the file store, part of a key on S3).
+pub fn is_variant_name(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && !s.starts_with('.')
+        && s.bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.'))
+}
+
+/// Checks a variant's blob id and name before they reach a path or key.
+pub(crate) fn check_variant(id: &str, name: &str) -> io::Result<()> {
+    if is_id(id) && is_variant_name(name) {
+        return Ok(());
+    }
+    let e = format!("{id:?}/{name:?} is not a variant of a blob id");
+    Err(io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variant_names() {
+        for ok in ["w300-h300-cover.webp", "a", &"x".repeat(64)] {
+            assert!(is_variant_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".hidden",
+            "../x",
+            "a/b",
+            "A.webp",
+            &"x".repeat(65),
+            "a b",
+        ] {
+            assert!(!is_variant_name(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn ids_are_hex_and_distinct() {

@@ -42,7 +42,7 @@
 use crate::{is_id, BlobStore, BlobStream, BlobWriter, BoxFut, Lease, Spool, SpoolWriter};
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::multipart::{MultipartStore, PartId};
@@ -304,6 +304,38 @@ impl fmt::Debug for S3BlobStore {
 }
 
 impl Shared {
+    /// `len` bytes of the object at `key` from `offset`.
+    async fn ranged(self: Arc<Self>, key: Path, offset: u64, len: u64) -> io::Result<BlobStream> {
+        if len == 0 {
+            return Ok(Box::pin(futures_util::stream::empty()) as BlobStream);
+        }
+        let overflow = || self.error("get", &key, io::ErrorKind::InvalidInput, "bad range");
+        let end = offset.checked_add(len).ok_or_else(overflow)?;
+        let opts = GetOptions::new().with_range(Some(offset..end));
+        let get = self.timed("get", &key, self.reader.get_opts(&key, opts));
+        let body = get.await?.into_stream();
+        Ok(read_stream(self, key, body))
+    }
+
+    /// The key of variant `name` of blob `id`: `PREFIX/ID.v/NAME`.
+    pub(crate) fn variant_key(&self, id: &str, name: &str) -> io::Result<Path> {
+        crate::check_variant(id, name)?;
+        Ok(self.prefix.clone().join(format!("{id}.v")).join(name))
+    }
+
+    /// Deletes every variant of blob `id` (a listing of `PREFIX/ID.v/`).
+    pub(crate) async fn delete_variants(&self, id: &str) -> io::Result<()> {
+        let dir = self
+            .key(id)
+            .map(|_| self.prefix.clone().join(format!("{id}.v")))?;
+        let keys = self.store.list(Some(&dir)).map(|m| m.map(|m| m.location));
+        let keys: Vec<Path> = self.timed("list", &dir, keys.try_collect()).await?;
+        for k in keys {
+            self.delete(&k).await?;
+        }
+        Ok(())
+    }
+
     /// The key of blob `id`: never built from anything but an id.
     pub(crate) fn key(&self, id: &str) -> io::Result<Path> {
         if !is_id(id) {
@@ -467,25 +499,15 @@ impl BlobStore for S3BlobStore {
     ) -> BoxFut<'a, io::Result<BlobStream>> {
         Box::pin(async move {
             let key = self.s3.key(id)?;
-            if len == 0 {
-                return Ok(Box::pin(futures_util::stream::empty()) as BlobStream);
-            }
-            let overflow = || {
-                self.s3
-                    .error("get", &key, io::ErrorKind::InvalidInput, "bad range")
-            };
-            let end = offset.checked_add(len).ok_or_else(overflow)?;
-            let opts = GetOptions::new().with_range(Some(offset..end));
-            let get = self
-                .s3
-                .timed("get", &key, self.s3.reader.get_opts(&key, opts));
-            let body = get.await?.into_stream();
-            Ok(read_stream(self.s3.clone(), key, body))
+            self.s3.clone().ranged(key, offset, len).await
         })
     }
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, io::Result<()>> {
-        Box::pin(async move { self.s3.delete(&self.s3.key(id)?).await })
+        Box::pin(async move {
+            self.s3.delete(&self.s3.key(id)?).await?;
+            self.s3.delete_variants(id).await
+        })
     }
 
     fn abort<'a>(&'a self, id: &'a str, handle: Option<&'a str>) -> BoxFut<'a, io::Result<()>> {
@@ -494,7 +516,61 @@ impl BlobStore for S3BlobStore {
             if let Some(upload) = handle {
                 self.s3.abort_multipart(&key, &upload.to_string()).await?;
             }
-            self.s3.delete(&key).await
+            self.s3.delete(&key).await?;
+            self.s3.delete_variants(id).await
+        })
+    }
+
+    /// One `PUT` with `If-None-Match: *` (S3's conditional write): the
+    /// first variant stays. A store without conditional writes takes a
+    /// plain `PUT`, where the last one stays; a variant's bytes are a
+    /// function of its blob and name, so either is the same variant.
+    fn variant_put<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        bytes: Bytes,
+    ) -> BoxFut<'a, io::Result<bool>> {
+        Box::pin(async move {
+            let key = self.s3.variant_key(id, name)?;
+            let opts = object_store::PutOptions::from(object_store::PutMode::Create);
+            let put = self.s3.store.put_opts(&key, bytes.clone().into(), opts);
+            match put.await {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+                Err(object_store::Error::NotImplemented { .. }) => {
+                    self.s3.put(&key, bytes.into()).await.map(|()| true)
+                }
+                Err(e) => Err(self.s3.fail("put", &key)(e)),
+            }
+        })
+    }
+
+    fn variant_size<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+    ) -> BoxFut<'a, io::Result<Option<u64>>> {
+        Box::pin(async move {
+            let key = self.s3.variant_key(id, name)?;
+            match self.s3.timed("head", &key, self.s3.store.head(&key)).await {
+                Ok(meta) => Ok(Some(meta.size)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    fn variant_open<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, io::Result<BlobStream>> {
+        Box::pin(async move {
+            let key = self.s3.variant_key(id, name)?;
+            self.s3.clone().ranged(key, offset, len).await
         })
     }
 

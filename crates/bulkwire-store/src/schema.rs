@@ -271,6 +271,18 @@ pub(crate) const STEPS: &[Step] = &[
     CREATE INDEX IF NOT EXISTS deliveries_item ON deliveries (endpoint, item, seq);",
         backfill: None,
     },
+    // 8: an image's width and height in pixels as it is shown (EXIF
+    // orientation applied), read from its header at upload; NULL for
+    // anything else and for the rows of before (nothing is decoded to
+    // fill them: a variant reads the header again when it is made).
+    Step {
+        sqlite: "ALTER TABLE media ADD COLUMN width INTEGER;
+    ALTER TABLE media ADD COLUMN height INTEGER;",
+        postgres: "ALTER TABLE media
+        ADD COLUMN IF NOT EXISTS width INTEGER CHECK (width > 0),
+        ADD COLUMN IF NOT EXISTS height INTEGER CHECK (height > 0);",
+        backfill: None,
+    },
 ];
 
 /// The schema version this build writes, on every backend.

@@ -79,6 +79,10 @@ async fn every_row_is_admins(m: &dyn bulkwire_store::MetaStore) {
         up.owner, "admin",
         "an upload's credential id became its owner"
     );
+    // Rows of before have no image size: nothing is decoded to fill it.
+    assert!(media
+        .iter()
+        .all(|r| r.width.is_none() && r.height.is_none()));
     let current = format!("schema version {}", PgMeta::SCHEMA_VERSION);
     assert!(m.describe().await.unwrap().contains(&current));
 }

@@ -54,6 +54,8 @@ fn row(id: &str) -> NewMedia {
         content_type: "text/plain".into(),
         size: 3,
         sha256: "00".repeat(32),
+        width: None,
+        height: None,
     }
 }
 

@@ -99,7 +99,8 @@ impl Origin {
 pub fn media_created(state: &Arc<AppState>, origin: &Origin, extra: Map<String, Value>) -> EventOf {
     let (state, origin) = (state.clone(), origin.clone());
     Arc::new(move |m: &MediaRecord| {
-        let mut data = crate::response::media_json(m, &origin.base, &state.links, true);
+        let sizes = &state.config.variant_sizes;
+        let mut data = crate::response::media_json(m, &origin.base, &state.links, true, sizes);
         if let Value::Object(o) = &mut data {
             o.insert("format".into(), origin.format.into());
             o.extend(extra.clone());
@@ -112,7 +113,8 @@ pub fn media_created(state: &Arc<AppState>, origin: &Origin, extra: Map<String, 
 pub fn media_deleted(state: &Arc<AppState>, origin: &Origin) -> EventOf {
     let (state, origin) = (state.clone(), origin.clone());
     Arc::new(move |m: &MediaRecord| {
-        let data = crate::response::media_json(m, &origin.base, &state.links, false);
+        let sizes = &state.config.variant_sizes;
+        let data = crate::response::media_json(m, &origin.base, &state.links, false, sizes);
         event(&state, &origin, "media.deleted", &m.id, &m.owner, data)
     })
 }

@@ -27,7 +27,11 @@ use std::task::{Context, Poll};
 /// The item `id`, if it exists for `owner` (`None`: every owner's):
 /// another owner's item answers exactly as a missing one (404), never 403,
 /// which would tell that the id exists.
-async fn find(state: &AppState, id: &str, owner: Option<&str>) -> Result<MediaRecord, ApiError> {
+pub(crate) async fn find(
+    state: &AppState,
+    id: &str,
+    owner: Option<&str>,
+) -> Result<MediaRecord, ApiError> {
     let not_found = || ApiError::new(Kind::NotFound, "no such media");
     if !is_id(id) {
         return Err(not_found());
@@ -44,32 +48,78 @@ pub async fn download(
     owner: Option<&str>,
 ) -> Result<Response, ApiError> {
     let m = find(state, id, owner).await?;
-    let etag = format!("\"{}\"", m.sha256);
-    if none_match(h, &etag) {
-        let mut r = Response::new(empty());
-        *r.status_mut() = StatusCode::NOT_MODIFIED;
-        r.headers_mut().insert(header::ETAG, hv(&etag));
-        return Ok(r);
+    let kind = if is_active_type(&m.content_type) {
+        "attachment"
+    } else {
+        "inline"
+    };
+    let s = Sendable {
+        etag: format!("\"{}\"", m.sha256),
+        content_type: &m.content_type,
+        disposition: disposition_for(kind, m.filename.as_deref()),
+        cache_control: None,
+    };
+    if none_match(h, &s.etag) {
+        return Ok(not_modified(&s));
     }
-    let range = match range_header(h, &etag) {
-        Some(v) => parse_range(v, m.size),
+    send(state, method, h, &s, BlobKey::Item(&m.id), m.size).await
+}
+
+/// What a download says of the bytes it sends.
+pub(crate) struct Sendable<'a> {
+    pub etag: String,
+    pub content_type: &'a str,
+    pub disposition: String,
+    pub cache_control: Option<&'static str>,
+}
+
+/// Which stored bytes a download sends: an item's, or one of its variants.
+#[derive(Clone, Copy)]
+pub(crate) enum BlobKey<'a> {
+    Item(&'a str),
+    Variant(&'a str, &'a str),
+}
+
+/// `304 Not Modified` with the tag (and caching) it confirms.
+pub(crate) fn not_modified(s: &Sendable<'_>) -> Response {
+    let mut r = Response::new(empty());
+    *r.status_mut() = StatusCode::NOT_MODIFIED;
+    r.headers_mut().insert(header::ETAG, hv(&s.etag));
+    if let Some(c) = s.cache_control {
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
+    }
+    r
+}
+
+/// The one download path (Go's `serveContent`): `Range` and `If-Range`,
+/// the body streamed from the store, the headers of `s`.
+pub(crate) async fn send(
+    state: &Arc<AppState>,
+    method: &Method,
+    h: &HeaderMap,
+    s: &Sendable<'_>,
+    key: BlobKey<'_>,
+    size: u64,
+) -> Result<Response, ApiError> {
+    let range = match range_header(h, &s.etag) {
+        Some(v) => parse_range(v, size),
         None => RangeReq::Full,
     };
     let (status, start, len) = match range {
-        RangeReq::Full => (StatusCode::OK, 0, m.size),
+        RangeReq::Full => (StatusCode::OK, 0, size),
         RangeReq::Part(a, b) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
-        RangeReq::Unsatisfiable => return Ok(unsatisfiable(m.size)),
+        RangeReq::Unsatisfiable => return Ok(unsatisfiable(size)),
     };
     let body = if method == Method::HEAD || len == 0 {
         empty()
     } else {
-        let s = state
-            .blobs
-            .open(&m.id, start, len)
-            .await
-            .map_err(open_error)?;
+        let opened = match key {
+            BlobKey::Item(id) => state.blobs.open(id, start, len).await,
+            BlobKey::Variant(id, name) => state.blobs.variant_open(id, name, start, len).await,
+        };
         CountingBody {
-            stream: s,
+            stream: opened.map_err(open_error)?,
             state: state.clone(),
         }
         .boxed_unsync()
@@ -78,18 +128,21 @@ pub async fn download(
     *r.status_mut() = status;
     let hs = r.headers_mut();
     hs.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    hs.insert(header::ETAG, hv(&etag));
+    hs.insert(header::ETAG, hv(&s.etag));
     hs.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     hs.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    let ct = HeaderValue::from_str(&m.content_type)
+    let ct = HeaderValue::from_str(s.content_type)
         .unwrap_or(HeaderValue::from_static("application/octet-stream"));
     hs.insert(header::CONTENT_TYPE, ct);
-    hs.insert(header::CONTENT_DISPOSITION, hv(&disposition(&m)));
+    hs.insert(header::CONTENT_DISPOSITION, hv(&s.disposition));
+    if let Some(c) = s.cache_control {
+        hs.insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
+    }
     if status == StatusCode::PARTIAL_CONTENT {
-        let cr = format!("bytes {}-{}/{}", start, start + len - 1, m.size);
+        let cr = format!("bytes {}-{}/{}", start, start + len - 1, size);
         hs.insert(header::CONTENT_RANGE, hv(&cr));
     }
     Ok(r)
@@ -118,7 +171,7 @@ fn unsatisfiable(size: u64) -> Response {
 }
 
 /// `If-None-Match` lists our tag (weak comparison, §8.8.3.2) or is `*`.
-fn none_match(h: &HeaderMap, etag: &str) -> bool {
+pub(crate) fn none_match(h: &HeaderMap, etag: &str) -> bool {
     h.get_all(header::IF_NONE_MATCH).iter().any(|v| {
         v.to_str().is_ok_and(|v| {
             v.split(',')
@@ -210,15 +263,11 @@ pub fn is_active_type(ct: &str) -> bool {
         || (top == "text" && (sub == "xsl" || sub == "jscript" || sub == "vbscript"))
 }
 
-/// `Content-Disposition` (RFC 6266): `attachment` for active types, else
-/// `inline`; the filename as an ASCII fallback plus RFC 8187 `filename*`.
-fn disposition(m: &MediaRecord) -> String {
-    let kind = if is_active_type(&m.content_type) {
-        "attachment"
-    } else {
-        "inline"
-    };
-    let Some(name) = &m.filename else {
+/// `Content-Disposition` (RFC 6266): `kind` (`attachment` for active
+/// types, else `inline`), the filename as an ASCII fallback plus RFC 8187
+/// `filename*`.
+pub(crate) fn disposition_for(kind: &str, filename: Option<&str>) -> String {
+    let Some(name) = filename else {
         return kind.to_string();
     };
     let ascii: String = name
@@ -353,7 +402,7 @@ pub async fn list(
     let base = response::base_url(&state.config, h);
     let media: Vec<_> = rows
         .iter()
-        .map(|m| response::media_json(m, &base, &state.links, true))
+        .map(|m| response::media_json(m, &base, &state.links, true, &state.config.variant_sizes))
         .collect();
     Ok(response::json(
         StatusCode::OK,
@@ -644,6 +693,14 @@ mod tests {
 
     #[test]
     fn disposition_escapes_filename() {
+        let disposition = |m: &MediaRecord| {
+            let kind = if is_active_type(&m.content_type) {
+                "attachment"
+            } else {
+                "inline"
+            };
+            disposition_for(kind, m.filename.as_deref())
+        };
         let mut m = MediaRecord {
             seq: 1,
             id: "x".into(),
@@ -654,6 +711,8 @@ mod tests {
             size: 0,
             sha256: String::new(),
             created: 0,
+            width: None,
+            height: None,
         };
         assert_eq!(
             disposition(&m),

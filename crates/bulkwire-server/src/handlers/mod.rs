@@ -10,6 +10,7 @@
 //! | `GET`, `HEAD /v1/media` | [`media::list`] |
 //! | `GET`, `HEAD /v1/media/{id}` | [`media::download`] |
 //! | `DELETE /v1/media/{id}` | [`media::delete`] |
+//! | `GET`, `HEAD /v1/media/{id}/variant` | [`crate::variants::answer`] (image variants) |
 //! | `GET`, `HEAD /v1/me` | [`me::answer`] (who the credentials name) |
 //! | `GET`, `HEAD /v1/events` | [`crate::events::feed::answer`] (the event feed) |
 //! | `GET`, `HEAD /v1/finishing/{id}` | [`media::finishing`] (a `pre_finish` hook reads the bytes) |
@@ -249,6 +250,15 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, conn: &Arc<ConnHan
         let id = id.to_string();
         return link_download(state, req, &id).await;
     }
+    // A variant's link: signed over the id and the variant's parameters.
+    let variant_of = rest
+        .strip_prefix('/')
+        .and_then(|t| t.strip_suffix("/variant"))
+        .filter(|t| !t.is_empty() && !t.contains('/'));
+    if let (Some(id), true) = (variant_of, get && crate::links::has_sig(req.uri().query())) {
+        let id = id.to_string();
+        return link_variant(state, req, &id).await;
+    }
     let who = match identify(state, &req).await {
         Ok(p) => p,
         Err(e) => return reject(state, req, e),
@@ -297,6 +307,25 @@ async fn link_download(state: &Arc<AppState>, req: Request<Incoming>, id: &str) 
     r.unwrap_or_else(|e| reject(state, req, e))
 }
 
+/// `GET`/`HEAD /v1/media/{id}/variant?…&sig=…`: as [`link_download`], the
+/// signature over the id and the variant's parameters as given.
+async fn link_variant(state: &Arc<AppState>, req: Request<Incoming>, id: &str) -> Response {
+    let query = req.uri().query().unwrap_or("");
+    let r = match crate::variants::parse(query, &state.config.variant_sizes) {
+        Err(e) => Err(e),
+        Ok(asked) => match state.links.verify_variant(id, &asked.params(), query) {
+            Ok(()) => {
+                crate::variants::answer(state, req.method(), id, &asked, req.headers(), None).await
+            }
+            Err(crate::links::Refused::Bad) => Err(ApiError::new(Kind::Forbidden, "invalid link")),
+            Err(crate::links::Refused::Expired) => {
+                Err(ApiError::new(Kind::Forbidden, "expired link"))
+            }
+        },
+    };
+    r.unwrap_or_else(|e| reject(state, req, e))
+}
+
 /// Routes under `/v1/media`; `rest` is what follows it.
 async fn media_route(
     state: &Arc<AppState>,
@@ -319,6 +348,16 @@ async fn media_route(
         // HEAD: the same answer, whose body hyper does not send.
         (Method::GET | Method::HEAD, true) => {
             media::list(state, who, req.headers(), req.uri().query()).await
+        }
+        (m @ (Method::GET | Method::HEAD), false) if tail.ends_with("/variant") => {
+            let id = tail.trim_end_matches("/variant");
+            let q = req.uri().query().unwrap_or("");
+            let asked = crate::variants::parse(q, &state.config.variant_sizes)?;
+            crate::variants::answer(state, &m, id, &asked, req.headers(), who.owner()).await
+        }
+        (_, false) if tail.ends_with("/variant") => {
+            let e = ApiError::method_not_allowed(req.method(), "GET, HEAD");
+            Ok(reject(state, req, e))
         }
         (Method::PUT, false) => Ok(raw::upload(state, tail, req, who).await),
         (m @ (Method::GET | Method::HEAD), false) => {

@@ -493,6 +493,7 @@ impl Call<'_> {
             m,
             self.ctx.base,
             &self.ctx.state.links,
+            &self.ctx.state.config.variant_sizes,
             who.gets_links(),
         ))
     }

@@ -836,6 +836,30 @@ impl<H: StoreHook> BlobStore for Hooked<H> {
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<()>> {
         self.inner.delete(id)
     }
+    fn variant_put<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        bytes: bytes::Bytes,
+    ) -> BoxFut<'a, std::io::Result<bool>> {
+        self.inner.variant_put(id, name, bytes)
+    }
+    fn variant_size<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+    ) -> BoxFut<'a, std::io::Result<Option<u64>>> {
+        self.inner.variant_size(id, name)
+    }
+    fn variant_open<'a>(
+        &'a self,
+        id: &'a str,
+        name: &'a str,
+        offset: u64,
+        len: u64,
+    ) -> BoxFut<'a, std::io::Result<BlobStream>> {
+        self.inner.variant_open(id, name, offset, len)
+    }
     fn abort<'a>(
         &'a self,
         id: &'a str,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 pub async fn blob_store(b: Arc<dyn BlobStore>, big: usize) {
     b.ready().await.unwrap();
     assert!(!b.describe().await.unwrap().is_empty());
+    variants(&*b).await;
     for (len, chunk) in [(0, 1), (5, 2), (big, 64 << 10), (big + 12_345, 1 << 20)] {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
         let id = new_id();
@@ -147,4 +148,55 @@ pub async fn spool_notes(b: Arc<dyn BlobStore>) {
     );
     assert_eq!(read(&*b, &id, 4998, 4).await, [7, 7, 8, 8]);
     b.delete(&id).await.unwrap();
+}
+
+/// A blob's variants: stored first-one-wins, read by range, and gone
+/// with the blob on `delete` and on `abort` (a deletion's lease after a
+/// crash); a name that is not a variant's is refused before any I/O.
+async fn variants(b: &dyn BlobStore) {
+    let vread = |id: String, name: &'static str, off: u64, len: u64| async move {
+        let mut s = b.variant_open(&id, name, off, len).await.unwrap();
+        let mut v = Vec::new();
+        while let Some(c) = s.next().await {
+            v.extend_from_slice(&c.unwrap());
+        }
+        v
+    };
+    for remove in ["delete", "abort"] {
+        let id = new_id();
+        write_blob(b, Lease::detached(&id), b"source", 3).await;
+        let (name, other) = ("w300-h300-cover.webp", "w150-h0-contain.png");
+        assert_eq!(b.variant_size(&id, name).await.unwrap(), None);
+        let first = Bytes::from_static(b"first variant");
+        assert!(b.variant_put(&id, name, first.clone()).await.unwrap());
+        // A second maker (another node) loses: the first bytes stay.
+        assert!(!b
+            .variant_put(&id, name, Bytes::from_static(b"second"))
+            .await
+            .unwrap());
+        assert!(b
+            .variant_put(&id, other, Bytes::from_static(b"x"))
+            .await
+            .unwrap());
+        assert_eq!(
+            b.variant_size(&id, name).await.unwrap(),
+            Some(first.len() as u64)
+        );
+        assert_eq!(vread(id.clone(), name, 0, 13).await, first);
+        assert_eq!(vread(id.clone(), name, 6, 7).await, b"variant");
+        assert_eq!(read(b, &id, 0, 6).await, b"source", "the blob itself");
+        match remove {
+            "delete" => b.delete(&id).await.unwrap(),
+            _ => b.abort(&id, None).await.unwrap(),
+        }
+        for n in [name, other] {
+            assert_eq!(b.variant_size(&id, n).await.unwrap(), None, "{remove}");
+        }
+    }
+    let id = new_id();
+    for bad in ["../x", "", ".v", "A"] {
+        let e = b.variant_put(&id, bad, Bytes::new()).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{bad}");
+    }
+    assert!(b.variant_size("../etc", "x").await.is_err());
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 pub(super) async fn checks(m: &dyn MetaStore) {
     rows(m).await;
+    an_image_keeps_its_size(m).await;
     listing::checks(m).await;
     insert_needs_its_own_lease(m).await;
 }
@@ -81,4 +82,37 @@ async fn insert_needs_its_own_lease(m: &dyn MetaStore) {
         .is_err());
     assert_eq!(m.get(&b, None).await.unwrap(), None);
     m.release(&b, &node).await.unwrap();
+}
+
+/// An image's width and height come back from `insert`, `get`, `list` and
+/// `delete` as they went in; other rows have none.
+async fn an_image_keeps_its_size(m: &dyn MetaStore) {
+    let node = new_id();
+    let (img, other) = (new_id(), new_id());
+    for id in [&img, &other] {
+        m.lease(id, &node).await.unwrap();
+    }
+    let mut r = row(&img);
+    r.content_type = "image/jpeg".into();
+    (r.width, r.height) = (Some(6000), Some(4000));
+    let got = m
+        .insert(vec![r, row(&other)], &node, crate::Quota::default(), None)
+        .await
+        .unwrap();
+    assert_eq!((got[0].width, got[0].height), (Some(6000), Some(4000)));
+    assert_eq!((got[1].width, got[1].height), (None, None));
+    assert_eq!(m.get(&img, None).await.unwrap().unwrap(), got[0]);
+    assert_eq!(m.get(&other, None).await.unwrap().unwrap(), got[1]);
+    let page = m
+        .list(ListQuery::new(Order::OldestFirst, 2).after(got[0].seq - 1))
+        .await
+        .unwrap();
+    assert_eq!(page, got);
+    for (id, r) in [(&img, &got[0]), (&other, &got[1])] {
+        assert_eq!(
+            m.delete(id, None, &node, None).await.unwrap().as_ref(),
+            Some(r)
+        );
+        m.release(id, &node).await.unwrap();
+    }
 }

@@ -49,6 +49,8 @@ fn row(id: &str) -> NewMedia {
         content_type: "application/octet-stream".into(),
         size: 3,
         sha256: "ab".repeat(32),
+        width: None,
+        height: None,
     }
 }
 

@@ -15,6 +15,10 @@ pub struct NewMedia {
     pub content_type: String,
     pub size: u64,
     pub sha256: String,
+    /// An image's size in pixels as shown (EXIF orientation applied), from
+    /// its header; `None` for anything else.
+    pub width: Option<u32>,
+    pub height: Option<u32>,
 }
 
 /// A metadata row.
@@ -32,6 +36,9 @@ pub struct MediaRecord {
     pub sha256: String,
     /// Seconds since the Unix epoch.
     pub created: i64,
+    /// As [`NewMedia::width`] and [`NewMedia::height`].
+    pub width: Option<u32>,
+    pub height: Option<u32>,
 }
 
 /// What one owner may hold; `None` is no limit.

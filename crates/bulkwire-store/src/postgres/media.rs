@@ -20,13 +20,14 @@ pub(super) const INSERT_LOCK: i64 = 0x62_75_6c_6b_69_6e_73_01;
 macro_rules! media_columns {
     () => {
         "seq, id, field, filename, content_type, size, sha256, \
-         floor(extract(epoch FROM created))::bigint, owner"
+         floor(extract(epoch FROM created))::bigint, owner, width, height"
     };
 }
 
 pub(super) const INSERT_MEDIA: &str = "INSERT INTO media
-        (id, field, filename, content_type, size, sha256, name_fold, type_key, type_top, owner)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        (id, field, filename, content_type, size, sha256, name_fold, type_key, type_top, owner,
+         width, height)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
      RETURNING seq, floor(extract(epoch FROM created))::bigint";
 const GET_MEDIA: &str = concat!(
     "SELECT ",
@@ -189,6 +190,8 @@ pub(super) async fn insert_media(
 ) -> Result<Row, PgError> {
     let (key, top) = list::type_keys(&m.content_type);
     let fold = m.filename.as_deref().map(list::fold_name);
+    let px = |v: Option<u32>| v.and_then(|v| i32::try_from(v).ok());
+    let (width, height) = (px(m.width), px(m.height));
     let p: Params<'_> = &[
         &m.id,
         &m.field,
@@ -200,6 +203,8 @@ pub(super) async fn insert_media(
         &key,
         &top,
         &m.owner,
+        &width,
+        &height,
     ];
     tx.query_one(put, p).await
 }
@@ -222,7 +227,14 @@ fn record(r: &Row) -> Result<MediaRecord, PgError> {
         sha256: r.try_get(6)?,
         created: r.try_get(7)?,
         owner: r.try_get(8)?,
+        width: pixels(r.try_get(9)?),
+        height: pixels(r.try_get(10)?),
     })
+}
+
+/// A width or height column (a positive `INTEGER`) as pixels.
+fn pixels(v: Option<i32>) -> Option<u32> {
+    v.and_then(|v| u32::try_from(v).ok())
 }
 
 /// The record of a row just inserted (`RETURNING seq, created`).
@@ -237,6 +249,8 @@ pub(super) fn inserted(m: NewMedia, r: &Row) -> Result<MediaRecord, PgError> {
         content_type: m.content_type,
         size: m.size,
         sha256: m.sha256,
+        width: m.width.filter(|w| i32::try_from(*w).is_ok()),
+        height: m.height.filter(|h| i32::try_from(*h).is_ok()),
     })
 }
 

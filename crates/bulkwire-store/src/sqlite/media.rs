@@ -9,7 +9,8 @@ use crate::{
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashSet;
 
-const COLUMNS: &str = "seq, id, field, filename, content_type, size, sha256, created, owner";
+const COLUMNS: &str =
+    "seq, id, field, filename, content_type, size, sha256, created, owner, width, height";
 
 fn record(r: &Row<'_>) -> rusqlite::Result<MediaRecord> {
     Ok(MediaRecord {
@@ -22,6 +23,8 @@ fn record(r: &Row<'_>) -> rusqlite::Result<MediaRecord> {
         sha256: r.get(6)?,
         created: r.get(7)?,
         owner: r.get(8)?,
+        width: r.get(9)?,
+        height: r.get(10)?,
     })
 }
 
@@ -83,8 +86,8 @@ pub(super) fn insert_media(
     let (type_key, type_top) = list::type_keys(&m.content_type);
     tx.prepare_cached(
         "INSERT INTO media (id, field, filename, content_type, size, sha256, created,
-                            name_fold, type_key, type_top, owner)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                            name_fold, type_key, type_top, owner, width, height)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(params![
         m.id,
@@ -98,6 +101,8 @@ pub(super) fn insert_media(
         type_key,
         type_top,
         m.owner,
+        m.width,
+        m.height,
     ])?;
     Ok(MediaRecord {
         seq: tx.last_insert_rowid(),
@@ -109,6 +114,8 @@ pub(super) fn insert_media(
         size: m.size,
         sha256: m.sha256,
         created,
+        width: m.width,
+        height: m.height,
     })
 }
 

@@ -12,6 +12,8 @@ fn new(id: &str) -> NewMedia {
         content_type: "text/plain".into(),
         size: 3,
         sha256: "00".into(),
+        width: None,
+        height: None,
     }
 }
 

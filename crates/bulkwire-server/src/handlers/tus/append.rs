@@ -683,6 +683,14 @@ pub async fn complete_saved(
         // expires or is cancelled.
         st.granted.rules().check_type(&content_type)?;
     }
+    let (width, height) = match st.media {
+        true => {
+            let blobs = &*state.blobs;
+            let size = crate::variants::stored_size(blobs, &row.id, &content_type, st.offset());
+            size.await.unzip()
+        }
+        false => (None, None),
+    };
     let mut media = st.media.then(|| NewMedia {
         id: row.id.clone(),
         owner: row.owner.clone(),
@@ -691,6 +699,8 @@ pub async fn complete_saved(
         content_type,
         size: st.offset(),
         sha256,
+        width,
+        height,
     });
     if let Some(m) = &mut media {
         if let Err(e) = pre_finish(state, origin, who, st, m).await {

@@ -378,6 +378,7 @@ async fn media_item(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
         &m,
         ctx.base,
         &ctx.state.links,
+        &ctx.state.config.variant_sizes,
         who.gets_links(),
     ))
 }
@@ -469,7 +470,13 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
             if skip > 0 {
                 skip -= 1;
             } else if out.len() < f.number {
-                out.push(media_struct(m, ctx.base, &ctx.state.links, true));
+                out.push(media_struct(
+                    m,
+                    ctx.base,
+                    &ctx.state.links,
+                    &ctx.state.config.variant_sizes,
+                    true,
+                ));
             }
         }
     }
@@ -479,14 +486,22 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
 /// WordPress's media struct, plus the `id`, `file` and `url` members that
 /// `wp.uploadFile` adds (`mw_newMediaObject`). `metadata` carries the
 /// size and the SHA-256 (WordPress has `filesize` there too).
-/// `url`, `link` and an image's `thumbnail` are its capability link
-/// (`crate::links`): a WordPress client or an `<img>` fetches it as is.
-/// Links go only to a principal with `read` (`readable`); for another
-/// (a JWT that may only upload) the three are empty strings.
+/// `url` and `link` are the item's capability link (`crate::links`): a
+/// WordPress client or an `<img>` fetches it as is. For an image that
+/// variants are made of, `thumbnail` is the link of its 150 px square
+/// variant, and `metadata` has what WordPress makes at upload (its
+/// `wp_get_attachment_metadata`): `width`, `height`, `file` and `sizes`
+/// (`thumbnail` 150×150 cropped, `medium` 300, `large` 1024, each with
+/// its `file`, `width`, `height`, `mime-type` and link `url`); a size
+/// the image is not larger than is left out, as WordPress does, but the
+/// thumbnail. Links go only to a principal with `read` (`readable`); for
+/// another (a JWT that may only upload) `url`, `link`, `thumbnail` and
+/// each size's `url` are empty strings.
 pub fn media_struct(
     m: &MediaRecord,
     base: &str,
     links: &crate::links::Links,
+    sizes: &[u32],
     readable: bool,
 ) -> Out {
     let link = match readable {
@@ -496,11 +511,18 @@ pub fn media_struct(
     let name = m.filename.clone().unwrap_or_default();
     let s = |v: &str| Value::String(v.to_string());
     let size = i32::try_from(m.size).map_or(Value::I8(m.size as i64), Value::Int);
-    let thumb = if m.content_type.starts_with("image/") && readable {
-        link.as_str()
-    } else {
-        ""
-    };
+    let mut metadata = vec![("filesize".into(), size), ("sha256".into(), s(&m.sha256))];
+    let mut thumb = String::new();
+    if crate::variants::has_variants(m) {
+        let (subs, t) = sub_sizes(m, base, links, sizes, readable);
+        thumb = t;
+        if let (Some(w), Some(h)) = (m.width, m.height) {
+            metadata.push(("width".into(), Value::Int(px(w))));
+            metadata.push(("height".into(), Value::Int(px(h))));
+            metadata.push(("file".into(), s(&name)));
+            metadata.push(("sizes".into(), Value::Struct(subs)));
+        }
+    }
     Value::Struct(vec![
         ("attachment_id".into(), s(&m.id)),
         ("id".into(), s(&m.id)),
@@ -512,16 +534,83 @@ pub fn media_struct(
         ("file".into(), s(&name)),
         ("caption".into(), s("")),
         ("description".into(), s("")),
-        (
-            "metadata".into(),
-            Value::Struct(vec![
-                ("filesize".into(), size),
-                ("sha256".into(), s(&m.sha256)),
-            ]),
-        ),
+        ("metadata".into(), Value::Struct(metadata)),
         ("type".into(), s(&m.content_type)),
-        ("thumbnail".into(), s(thumb)),
+        ("thumbnail".into(), s(&thumb)),
     ])
+}
+
+fn px(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+/// WordPress's registered sub-sizes: name, box, cropped.
+const SUB_SIZES: [(&str, u32, bool); 3] = [
+    ("thumbnail", 150, true),
+    ("medium", 300, false),
+    ("large", 1024, false),
+];
+
+/// `metadata.sizes` and the thumbnail's link. Each in the item's own
+/// format where a variant can be (JPEG, PNG, WebP), a GIF's as PNG, as
+/// WordPress keeps an upload's format for its sub-sizes.
+fn sub_sizes(
+    m: &MediaRecord,
+    base: &str,
+    links: &crate::links::Links,
+    sizes: &[u32],
+    readable: bool,
+) -> (Vec<(String, Out)>, String) {
+    use bulkwire_image::{Fit, Format, Output, Spec};
+    let output = match bulkwire_image::Format::from_media_type(&m.content_type) {
+        Some(Format::Jpeg) => Output::Jpeg,
+        Some(Format::WebP) => Output::WebP,
+        _ => Output::Png,
+    };
+    let stem = m
+        .filename
+        .as_deref()
+        .map(|f| f.rsplit_once('.').map_or(f, |(s, _)| s))
+        .unwrap_or("image");
+    let (mut out, mut thumb) = (Vec::new(), String::new());
+    for (name, side, crop) in SUB_SIZES {
+        let fit = if crop { Fit::Cover } else { Fit::Contain };
+        let spec = crate::variants::square(side, fit, output);
+        let url = match readable {
+            true => crate::variants::link(base, links, &m.id, sizes, spec),
+            false => String::new(),
+        };
+        if name == "thumbnail" {
+            thumb = url.clone();
+        }
+        let Some(shown) = m.width.zip(m.height) else {
+            continue;
+        };
+        let box_side = crate::variants::round(side, sizes);
+        let spec = Spec {
+            width: Some(box_side),
+            height: Some(box_side),
+            fit,
+            output,
+        };
+        let (w, h) = crate::variants::size_of(shown, &spec);
+        if !crop && (w, h) == shown {
+            continue;
+        }
+        let s = |v: &str| Value::String(v.to_string());
+        let file = format!("{stem}-{w}x{h}.{}", output.as_str().replace("jpeg", "jpg"));
+        out.push((
+            name.to_string(),
+            Value::Struct(vec![
+                ("file".into(), s(&file)),
+                ("width".into(), Value::Int(px(w))),
+                ("height".into(), Value::Int(px(h))),
+                ("mime-type".into(), s(output.media_type())),
+                ("url".into(), s(&url)),
+            ]),
+        ));
+    }
+    (out, thumb)
 }
 
 fn date(secs: i64) -> Out {
@@ -598,6 +687,8 @@ mod tests {
             size: 3,
             sha256: "ab".into(),
             created: 0,
+            width: None,
+            height: None,
         }
     }
 
@@ -621,14 +712,41 @@ mod tests {
     #[test]
     fn media_struct_has_wordpress_members() {
         let links = crate::links::Links::new(vec![1; 32], None);
-        let v = media_struct(&rec("image/png"), "http://h", &links, true);
+        let sizes = crate::config::DEFAULT_VARIANT_SIZES;
+        let img = MediaRecord {
+            width: Some(4000),
+            height: Some(3000),
+            ..rec("image/png")
+        };
+        let v = media_struct(&img, "http://h", &links, &sizes, true);
         let url = format!("http://h{}", links.path(&"0".repeat(32)));
         assert!(url.starts_with("http://h/v1/media/00000000"), "{url}");
         assert_eq!(v.get("url").and_then(Value::as_str), Some(url.as_str()));
-        assert_eq!(
-            v.get("thumbnail").and_then(Value::as_str),
-            Some(url.as_str())
+        let thumb = v.get("thumbnail").and_then(Value::as_str).unwrap();
+        assert!(
+            thumb.starts_with("http://h/v1/media/00000000000000000000000000000000/variant?w=150&h=150&fit=cover&format=png&sig="),
+            "{thumb}"
         );
+        let md = v.get("metadata").unwrap();
+        assert_eq!(md.get("width").and_then(Value::as_i64), Some(4000));
+        let sz = md.get("sizes").unwrap();
+        let dims = |n: &str| {
+            let s = sz.get(n).unwrap();
+            let f = |k: &str| s.get(k).and_then(Value::as_i64).unwrap();
+            (
+                f("width"),
+                f("height"),
+                s.get("file").and_then(Value::as_str).unwrap().to_string(),
+            )
+        };
+        assert_eq!(dims("thumbnail"), (150, 150, "a-150x150.png".into()));
+        assert_eq!(dims("medium"), (300, 225, "a-300x225.png".into()));
+        assert_eq!(dims("large"), (1024, 768, "a-1024x768.png".into()));
+        let mime = sz
+            .get("medium")
+            .and_then(|s| s.get("mime-type"))
+            .and_then(Value::as_str);
+        assert_eq!(mime, Some("image/png"));
         assert_eq!(v.get("file").and_then(Value::as_str), Some("a.png"));
         assert_eq!(v.get("type").and_then(Value::as_str), Some("image/png"));
         let md = v.get("metadata").unwrap();
@@ -637,14 +755,20 @@ mod tests {
             size: 5 << 30,
             ..rec("x/y")
         };
-        let v = media_struct(&big, "", &links, true);
+        let v = media_struct(&big, "", &links, &sizes, true);
         let md = v.get("metadata").unwrap();
         assert_eq!(md.get("filesize"), Some(&Value::I8(5 << 30)));
         assert_eq!(v.get("thumbnail").and_then(Value::as_str), Some(""));
-        // No link for a principal without read: url, link and thumbnail empty.
-        let v = media_struct(&rec("image/png"), "http://h", &links, false);
+        // No link for a principal without read: url, link, thumbnail and
+        // each size's url empty; the sizes themselves stay.
+        let v = media_struct(&img, "http://h", &links, &sizes, false);
         for k in ["url", "link", "thumbnail"] {
             assert_eq!(v.get(k).and_then(Value::as_str), Some(""), "{k}");
+        }
+        let sz = v.get("metadata").and_then(|m| m.get("sizes")).unwrap();
+        for n in ["thumbnail", "medium", "large"] {
+            let url = sz.get(n).and_then(|s| s.get("url"));
+            assert_eq!(url.and_then(Value::as_str), Some(""), "{n}");
         }
         assert_eq!(v.get("id").and_then(Value::as_str), Some(&*"0".repeat(32)));
     }

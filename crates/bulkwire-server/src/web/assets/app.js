@@ -733,14 +733,22 @@ function mediaType(ct) {
 function card(m) {
   const name = m.filename || m.id;
   const thumb = el('div', { class: 'thumb' });
-  const isImage = /^image\//.test(m.content_type || '');
-  if (isImage) {
-    const img = el('img', { src: m.url, loading: 'lazy', alt: '', decoding: 'async' });
+  // An image shows as its 300 px WebP variant (the next size up on 2x
+  // screens), never as the original, which may be 20 MiB: the original
+  // opens when the picture is clicked. SVG stays itself (small, and never
+  // rasterised by the server); other images without variants get a label.
+  const src = m.thumbnail || (/^image\/svg\+xml/i.test(m.content_type || '') ? m.url : null);
+  if (src) {
+    const props = { src, loading: 'lazy', alt: '', decoding: 'async', width: 300, height: 300 };
+    if (m.thumbnail && m.thumbnail_2x) props.srcset = `${m.thumbnail} 1x, ${m.thumbnail_2x} 2x`;
+    const img = el('img', props);
     img.addEventListener('error', () => {
       thumb.replaceChildren(el('span', { class: 'kind', text: kindLabel(m) }));
       thumb.title = 'No preview';
     });
-    thumb.append(img);
+    const open = el('a', { href: m.url, target: '_blank', rel: 'noopener', class: 'open' }, img);
+    open.setAttribute('aria-label', `Open ${name}`);
+    thumb.append(m.url ? open : img);
   } else {
     thumb.append(el('span', { class: 'kind', text: kindLabel(m), 'aria-hidden': 'true' }));
   }
