@@ -605,6 +605,47 @@ impl BlobStore for S3BlobStore {
         Box::pin(crate::s3_spool::finish_saved(self.s3.clone(), id, spool))
     }
 
+    fn kind(&self) -> &'static str {
+        "s3"
+    }
+
+    fn open_file<'a>(
+        &'a self,
+        _id: &'a str,
+        _variant: Option<&'a str>,
+    ) -> BoxFut<'a, io::Result<Option<std::fs::File>>> {
+        // Objects are not local files: downloads stream them (`open`).
+        Box::pin(async { Ok(None) })
+    }
+
+    fn presign_get<'a>(
+        &'a self,
+        id: &'a str,
+        variant: Option<&'a str>,
+        ttl: Duration,
+        answer: crate::Answer<'a>,
+    ) -> BoxFut<'a, io::Result<Option<String>>> {
+        use object_store::signer::{SignedUrlOptions, Signer};
+        Box::pin(async move {
+            let key = match variant {
+                None => self.s3.key(id)?,
+                Some(name) => self.s3.variant_key(id, name)?,
+            };
+            let opts = SignedUrlOptions::new().with_query([
+                ("response-content-type", answer.content_type),
+                ("response-content-disposition", answer.disposition),
+                ("response-cache-control", answer.cache_control),
+            ]);
+            let url = self
+                .s3
+                .reader
+                .signed_url_opts(reqwest::Method::GET, &key, ttl, &opts)
+                .await
+                .map_err(self.s3.fail("presign", &key))?;
+            Ok(Some(url.to_string()))
+        })
+    }
+
     fn spool_read<'a>(
         &'a self,
         _id: &'a str,
