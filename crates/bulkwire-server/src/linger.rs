@@ -149,15 +149,18 @@ impl Io {
     ) -> Poll<io::Result<usize>> {
         match r {
             Poll::Pending => {
-                let limit = Duration::from_millis(self.state.config.limits.send_timeout_ms);
-                let deadline = Instant::now() + limit;
-                let stall = self
-                    .stall
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
                 if !self.stalled {
-                    stall.as_mut().reset(deadline);
+                    // The clock starts at the first wait after progress,
+                    // not at every wait.
+                    let limit = Duration::from_millis(self.state.config.limits.send_timeout_ms);
+                    let deadline = Instant::now() + limit;
+                    match &mut self.stall {
+                        Some(s) => s.as_mut().reset(deadline),
+                        None => self.stall = Some(Box::pin(tokio::time::sleep_until(deadline))),
+                    }
                     self.stalled = true;
                 }
+                let stall = self.stall.as_mut().expect("armed above or before");
                 if stall.as_mut().poll(cx).is_ready() {
                     let d = &self.state.metrics.downloads;
                     d.send_timeouts.fetch_add(1, Relaxed);

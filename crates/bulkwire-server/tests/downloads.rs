@@ -80,22 +80,31 @@ async fn downloads_carry_every_byte_whole_and_by_range() {
     .await;
 }
 
-/// Reads one answer from a keep-alive connection: status, headers (lower
-/// case), body by `Content-Length`.
-async fn answer(s: &mut TcpStream) -> (u16, String, Vec<u8>) {
+/// Reads an answer's head, byte by byte (the body stays in the socket),
+/// lower-cased.
+async fn read_head(s: &mut TcpStream) -> String {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         s.read_exact(&mut b).await.unwrap();
         head.push(b[0]);
     }
-    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
-    let status = head[9..12].parse().unwrap();
-    let len: usize = head
-        .lines()
+    String::from_utf8(head).unwrap().to_ascii_lowercase()
+}
+
+/// The `Content-Length` of a lower-cased head (0 without one).
+fn content_length(head: &str) -> usize {
+    head.lines()
         .find_map(|l| l.strip_prefix("content-length: "))
-        .map_or(0, |v| v.trim().parse().unwrap());
-    let mut body = vec![0; len];
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// Reads one answer from a keep-alive connection: status, headers (lower
+/// case), body by `Content-Length`.
+async fn answer(s: &mut TcpStream) -> (u16, String, Vec<u8>) {
+    let head = read_head(s).await;
+    let status = head[9..12].parse().unwrap();
+    let mut body = vec![0; content_length(&head)];
     s.read_exact(&mut body).await.unwrap();
     (status, head, body)
 }
@@ -130,14 +139,8 @@ async fn one_connection_serves_downloads_and_uploads_in_turn() {
     s.write_all(both.as_bytes()).await.unwrap();
     let (st, _, body) = answer(&mut s).await;
     assert_eq!((st, &body[..]), (206, &data[100..200]));
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut b).await.unwrap();
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let head = read_head(&mut s).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
     s.write_all(get("").as_bytes()).await.unwrap();
     let (st, _, body) = answer(&mut s).await;
     assert_eq!(
@@ -154,21 +157,9 @@ async fn started(h: &Harness, id: &str, first: usize) -> (TcpStream, usize) {
     let req =
         format!("GET /v1/media/{id} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut b).await.unwrap();
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    let head = read_head(&mut s).await;
     assert!(head.starts_with("http/1.1 200"), "{head}");
-    let len = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length: "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let len = content_length(&head);
     let mut buf = vec![0; first];
     s.read_exact(&mut buf).await.unwrap();
     (s, len)
@@ -414,6 +405,15 @@ async fn metrics_name_downloads_by_store_route_and_way() {
     assert!(h.metric("bulkwire_send_timeouts_total").ends_with(" 0"));
 }
 
+/// A client that answers a redirect with the redirect itself.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
 /// `curl -sS -L` of `url` (with `args`): the status line and headers of
 /// the last answer, and its body. On a blocking thread: the server under
 /// test answers on this test's runtime.
@@ -462,11 +462,7 @@ async fn download_redirect_sends_the_client_to_the_object_store() {
     let id = j["media"][0]["id"].as_str().unwrap().to_string();
     let link = h.url(&link_of(&h, &id).await);
     let d = h.srv.state.metrics.downloads.clone();
-    let no_follow = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let no_follow = no_redirects();
     let r = no_follow.get(&link).send().await.unwrap();
     if backend() == Backend::Embedded {
         // Files have no URL of their own: the node sends them, redirect
@@ -541,11 +537,7 @@ async fn an_expired_link_is_refused_before_any_redirect() {
     let id = stored(&h, "soon.bin", b"expires").await;
     let link = h.url(&link_of(&h, &id).await);
     tokio::time::sleep(Duration::from_millis(2_100)).await;
-    let no_follow = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let no_follow = no_redirects();
     let r = no_follow.get(&link).send().await.unwrap();
     assert_eq!(r.status(), 403);
     assert!(!r.headers().contains_key("location"));

@@ -29,6 +29,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -76,15 +77,16 @@ impl<'a> Ask<'a> {
         }
     }
 
-    /// `Cache-Control` for bytes that never change under their URL.
-    pub(crate) fn cache_control(&self) -> String {
+    /// `Cache-Control` for bytes that never change under their URL; only
+    /// a link with an expiry needs one of its own.
+    pub(crate) fn cache_control(&self) -> Cow<'static, str> {
         const YEAR: u64 = 31_536_000;
         match self.by {
-            By::Credentials => format!("private, max-age={YEAR}, immutable"),
-            By::Link(None) => format!("public, max-age={YEAR}, immutable"),
+            By::Credentials => Cow::Borrowed("private, max-age=31536000, immutable"),
+            By::Link(None) => Cow::Borrowed("public, max-age=31536000, immutable"),
             By::Link(Some(exp)) => {
                 let left = exp.saturating_sub(crate::links::unix_now()).min(YEAR);
-                format!("public, max-age={left}, immutable")
+                Cow::Owned(format!("public, max-age={left}, immutable"))
             }
         }
     }
@@ -122,7 +124,7 @@ pub(crate) struct Sendable<'a> {
     pub etag: String,
     pub content_type: &'a str,
     pub disposition: String,
-    pub cache_control: String,
+    pub cache_control: Cow<'static, str>,
     /// `Last-Modified`, Unix seconds.
     pub modified: i64,
 }
@@ -132,7 +134,11 @@ impl Sendable<'_> {
     /// a 304's too (RFC 9110 §15.4.5).
     fn validators(&self, hs: &mut HeaderMap) {
         hs.insert(header::ETAG, hv(&self.etag));
-        hs.insert(header::CACHE_CONTROL, hv(&self.cache_control));
+        let cc = match &self.cache_control {
+            Cow::Borrowed(s) => HeaderValue::from_static(s),
+            Cow::Owned(s) => hv(s),
+        };
+        hs.insert(header::CACHE_CONTROL, cc);
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(self.modified.max(0) as u64);
         hs.insert(header::LAST_MODIFIED, hv(&httpdate::fmt_http_date(t)));
     }
