@@ -41,11 +41,9 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use argon2::Argon2;
 use base64::Engine;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// The name bad bearer tokens are counted under (per address): a name no
@@ -93,23 +91,18 @@ fn verify_password(hash: &str, password: &[u8]) -> bool {
 }
 
 /// Logins that passed, by keyed digest, with the principal they named,
-/// until they expire. Bounded: when full, expired entries go, and if none
-/// had, everything goes (the cost is one more store lookup or hash per
-/// credential, never a wrong answer).
+/// until they expire (`crate::ttl_cache`: bounded, a miss costs one more
+/// store lookup or hash, never a wrong answer).
 struct Cache {
     key: [u8; 32],
-    ttl: Duration,
-    cap: usize,
-    map: Mutex<HashMap<Digest32, (Instant, Principal)>>,
+    map: crate::ttl_cache::TtlCache<Digest32, Principal>,
 }
 
 impl Cache {
     fn new(ttl: Duration, cap: usize) -> Cache {
         Cache {
             key: rand::random(),
-            ttl,
-            cap,
-            map: Mutex::new(HashMap::new()),
+            map: crate::ttl_cache::TtlCache::new(ttl, cap),
         }
     }
 
@@ -126,31 +119,14 @@ impl Cache {
     }
 
     fn hit(&self, k: &Digest32) -> Option<Principal> {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(k)
-            .filter(|(t, _)| Instant::now() < *t)
-            .map(|(_, p)| p.clone())
+        self.map.hit(k)
     }
 
     /// Remembers `p` under `k` for the cache's time, or less when the
     /// credential expires sooner (`left` seconds).
     fn put(&self, k: Digest32, p: Principal, left: Option<i64>) {
-        if self.ttl.is_zero() || self.cap == 0 {
-            return;
-        }
-        let ttl = match left {
-            Some(s) => self.ttl.min(Duration::from_secs(s.max(0) as u64)),
-            None => self.ttl,
-        };
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= self.cap {
-            let now = Instant::now();
-            map.retain(|_, (t, _)| now < *t);
-            if map.len() >= self.cap {
-                map.clear();
-            }
-        }
-        map.insert(k, (Instant::now() + ttl, p));
+        let left = left.map(|s| Duration::from_secs(s.max(0) as u64));
+        self.map.put(k, p, left);
     }
 }
 
@@ -985,6 +961,7 @@ mod tests {
         for i in 0..10u8 {
             c.put(c.key(&[&[i]]), Principal::flag("x"), None);
         }
-        assert!(c.map.lock().unwrap().len() <= 2, "bounded");
+        let kept = (0..10u8).filter(|i| c.hit(&c.key(&[&[*i]])).is_some());
+        assert!(kept.count() <= 2, "bounded");
     }
 }

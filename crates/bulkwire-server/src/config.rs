@@ -536,6 +536,14 @@ pub struct Limits {
     pub auth_cache_ms: u64,
     /// Logins remembered at once.
     pub auth_cache_entries: usize,
+    /// How long a download remembers an item's row (its size, type, owner:
+    /// none of which changes under its id) instead of asking the metadata
+    /// store again. An item deleted through another node or the CLI is
+    /// still a 404 at once: its blob is gone. 0 asks every time.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
+    pub media_cache_ms: u64,
+    /// Item rows remembered at once (about 300 bytes each).
+    pub media_cache_entries: usize,
     /// Argon2 password verifications running at once (19 MiB each).
     pub password_checks: usize,
     /// Connections to a PostgreSQL metadata store (the pool's size).
@@ -720,6 +728,8 @@ impl Default for Limits {
             shutdown_grace_ms: 30_000,
             auth_cache_ms: 30_000,
             auth_cache_entries: 4096,
+            media_cache_ms: 60_000,
+            media_cache_entries: 16_384,
             password_checks: 2,
             meta_connections: 16,
             store_timeout_ms: 5_000,

@@ -399,6 +399,7 @@ mod tests {
                 "soap_early_attachments",
                 "list_limit",
                 "auth_cache_entries",
+                "media_cache_entries",
                 "password_checks",
                 "meta_connections",
                 "open_uploads",

@@ -41,6 +41,7 @@ pub mod sendfile;
 mod server;
 mod state;
 pub mod throttle;
+mod ttl_cache;
 /// The storage crate, re-exported: handlers see only its traits.
 pub use bulkwire_store as store;
 pub mod stores;

@@ -50,6 +50,8 @@ pub struct AppState {
     /// Uploads between their bytes' commit and their row's, which the
     /// `pre_finish` hook may read (`crate::hooks`): id → (size, type).
     pub(crate) finishing: Arc<crate::hooks::Finishing>,
+    /// Item rows downloads read, by id (`[limits] media_cache_ms`).
+    pub(crate) media_rows: crate::ttl_cache::TtlCache<String, crate::store::MediaRecord>,
 }
 
 impl AppState {
@@ -84,6 +86,10 @@ impl AppState {
         AppState {
             links,
             variants: crate::variants::Variants::new(&config.limits),
+            media_rows: crate::ttl_cache::TtlCache::new(
+                std::time::Duration::from_millis(l.media_cache_ms),
+                l.media_cache_entries,
+            ),
             uploads: Arc::new(Semaphore::new(l.max_uploads)),
             memory: Arc::new(Semaphore::new(budget)),
             reserve_permits: reserve,

@@ -17,7 +17,9 @@
 //! otherwise). One node makes each variant once however many ask for it
 //! at the same time: the others wait for that one's answer.
 
+use crate::downloads::Route;
 use crate::error::{ApiError, Kind};
+use crate::handlers::media::{Blob, BlobKey};
 use crate::response::Response;
 use crate::state::AppState;
 use crate::store::MediaRecord;
@@ -229,7 +231,7 @@ pub(crate) async fn answer(
     asked: &Asked,
     owner: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let m = crate::handlers::media::find(state, id, owner).await?;
+    let m = crate::handlers::media::find_sent(state, id, owner).await?;
     source_format(&m)?;
     let name = asked.spec.name();
     let etag = format!("\"{}.{name}\"", m.sha256);
@@ -244,22 +246,44 @@ pub(crate) async fn answer(
     if sendable.unchanged(ask.headers) {
         return Ok(crate::handlers::media::not_modified(&sendable));
     }
-    let size = match state.blobs.variant_size(&m.id, &name).await {
-        Ok(Some(n)) => n,
-        Ok(None) => {
+    let blob = match stored(state, &m.id, &name).await? {
+        Some(b) => b,
+        None => {
             made(state, &m, asked.spec, &name).await?;
-            state
-                .blobs
-                .variant_size(&m.id, &name)
-                .await
-                .map_err(crate::upload::storage_error)?
+            stored(state, &m.id, &name)
+                .await?
                 .ok_or_else(|| ApiError::new(Kind::NotFound, "no such media (deleted meanwhile)"))?
         }
-        Err(e) => return Err(crate::upload::storage_error(e)),
     };
-    let key = crate::handlers::media::BlobKey::Variant(&m.id, &name);
-    let route = crate::downloads::Route::Variant;
-    crate::handlers::media::send(state, ask, &sendable, key, size, route).await
+    crate::handlers::media::send(state, ask, &sendable, blob, Route::Variant).await
+}
+
+/// Variant `name` of item `id` if it was made: its local file, open, with
+/// the file's own size (one `open` and `fstat`, no path lookup twice),
+/// where the store keeps files; else its size from the store.
+async fn stored<'a>(
+    state: &AppState,
+    id: &'a str,
+    name: &'a str,
+) -> Result<Option<Blob<'a>>, ApiError> {
+    let key = BlobKey::Variant(id, name);
+    match state.blobs.open_file(id, Some(name)).await {
+        Ok(Some(f)) => {
+            let size = f.metadata().map_err(crate::upload::storage_error)?.len();
+            return Ok(Some(Blob {
+                key,
+                size,
+                file: Some(f),
+            }));
+        }
+        Ok(None) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(crate::upload::storage_error(e)),
+    }
+    let size = state.blobs.variant_size(id, name).await;
+    Ok(size
+        .map_err(crate::upload::storage_error)?
+        .map(|n| Blob::new(key, n)))
 }
 
 /// `inline; filename="photo.webp"`: the item's name with the variant's

@@ -50,6 +50,31 @@ pub(crate) async fn find(
     state.meta.get(id, owner).await?.ok_or_else(not_found)
 }
 
+/// [`find`] for a download, through the rows downloads remember
+/// (`[limits] media_cache_ms`): an item's row never changes under its id,
+/// so a repeat download asks the metadata store nothing. A row remembered
+/// after its item was deleted elsewhere sends nothing either: the blob is
+/// gone, and the open answers 404 (deleted here, it is forgotten first).
+pub(crate) async fn find_sent(
+    state: &AppState,
+    id: &str,
+    owner: Option<&str>,
+) -> Result<MediaRecord, ApiError> {
+    let mine = |m: &MediaRecord| owner.is_none_or(|o| m.owner == o);
+    match state.media_rows.hit(id) {
+        Some(m) if mine(&m) => return Ok(m),
+        Some(_) => return Err(ApiError::new(Kind::NotFound, "no such media")),
+        None => {}
+    }
+    let m = find(state, id, None).await?;
+    state.media_rows.put(m.id.clone(), m.clone(), None);
+    if mine(&m) {
+        Ok(m)
+    } else {
+        Err(ApiError::new(Kind::NotFound, "no such media"))
+    }
+}
+
 /// How a download was asked for: the request's method and headers, its
 /// connection (for `sendfile`), and through what.
 pub(crate) struct Ask<'a> {
@@ -99,7 +124,7 @@ pub(crate) async fn download(
     id: &str,
     owner: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let m = find(state, id, owner).await?;
+    let m = find_sent(state, id, owner).await?;
     let kind = if is_active_type(&m.content_type) {
         "attachment"
     } else {
@@ -116,7 +141,14 @@ pub(crate) async fn download(
         By::Credentials => Route::Media,
         By::Link(_) => Route::Link,
     };
-    send(state, ask, &s, BlobKey::Item(&m.id), m.size, route).await
+    send(
+        state,
+        ask,
+        &s,
+        Blob::new(BlobKey::Item(&m.id), m.size),
+        route,
+    )
+    .await
 }
 
 /// What a download says of the bytes it sends.
@@ -188,14 +220,46 @@ pub(crate) fn not_modified(s: &Sendable<'_>) -> Response {
     r
 }
 
+/// The bytes a download sends: which, how many, and the local file when
+/// the store keeps them in one and it is open already.
+pub(crate) struct Blob<'a> {
+    pub key: BlobKey<'a>,
+    pub size: u64,
+    pub file: Option<std::fs::File>,
+}
+
+impl<'a> Blob<'a> {
+    /// `key`, `size` bytes long (from its row), not opened yet.
+    pub fn new(key: BlobKey<'a>, size: u64) -> Blob<'a> {
+        Blob {
+            key,
+            size,
+            file: None,
+        }
+    }
+
+    /// Opens the local file, where the store has one: a blob deleted
+    /// since its row was read is 404 here, for a `HEAD` too.
+    async fn open_local(&mut self, state: &AppState) -> Result<(), ApiError> {
+        if self.file.is_none() {
+            let (id, variant) = self.key.parts();
+            self.file = state
+                .blobs
+                .open_file(id, variant)
+                .await
+                .map_err(open_error)?;
+        }
+        Ok(())
+    }
+}
+
 /// The one download path (Go's `serveContent`): the conditions, `Range`
 /// and `If-Range`, the body sent from the store, the headers of `s`.
 pub(crate) async fn send(
     state: &Arc<AppState>,
     ask: &Ask<'_>,
     s: &Sendable<'_>,
-    key: BlobKey<'_>,
-    size: u64,
+    mut blob: Blob<'_>,
     route: Route,
 ) -> Result<Response, ApiError> {
     let h = ask.headers;
@@ -203,10 +267,12 @@ pub(crate) async fn send(
         return Ok(not_modified(s));
     }
     if state.config.s3.download_redirect {
-        if let Some(r) = redirect(state, ask, s, key).await? {
+        if let Some(r) = redirect(state, ask, s, blob.key).await? {
             return Ok(r);
         }
     }
+    blob.open_local(state).await?;
+    let size = blob.size;
     let range = match range_header(h, &s.etag) {
         Some(v) => parse_range(v, size),
         None => RangeReq::Full,
@@ -219,7 +285,7 @@ pub(crate) async fn send(
     let body = if *ask.method == Method::HEAD || len == 0 {
         empty()
     } else {
-        body(state, ask, key, (start, len), route).await?
+        body(state, ask, blob, (start, len), route).await?
     };
     let mut r = Response::new(body);
     *r.status_mut() = status;
@@ -281,29 +347,22 @@ async fn redirect(
     Ok(Some(r))
 }
 
-/// The bytes `at` of `key`: the file itself, sent by `sendfile`, where
-/// the store keeps local files and the connection can; else the store's
-/// stream.
+/// The bytes `at` of `blob`: its local file, sent by `sendfile`, where
+/// the store keeps one and the connection can; else the store's stream.
 async fn body(
     state: &Arc<AppState>,
     ask: &Ask<'_>,
-    key: BlobKey<'_>,
+    blob: Blob<'_>,
     at: (u64, u64),
     route: Route,
 ) -> Result<crate::response::Body, ApiError> {
-    let (id, variant) = key.parts();
     let downloads = &state.metrics.downloads;
-    if let Some(slot) = ask.slot.as_ref().filter(|_| crate::sendfile::AVAILABLE) {
-        if let Some(f) = state
-            .blobs
-            .open_file(id, variant)
-            .await
-            .map_err(open_error)?
-        {
-            let b = FileBody::new(f, at, slot.clone(), downloads.clone(), route);
-            return Ok(b.boxed_unsync());
-        }
+    let slot = ask.slot.as_ref().filter(|_| crate::sendfile::AVAILABLE);
+    if let (Some(slot), Some(f)) = (slot, blob.file) {
+        let b = FileBody::new(f, at, slot.clone(), downloads.clone(), route);
+        return Ok(b.boxed_unsync());
     }
+    let (id, variant) = blob.key.parts();
     let (start, len) = at;
     let opened = match variant {
         None => state.blobs.open(id, start, len).await,
@@ -730,6 +789,7 @@ pub async fn delete(
     if !is_id(id) {
         return Err(not_found());
     }
+    state.media_rows.forget(id);
     let m = state
         .meta
         .delete(
@@ -740,6 +800,9 @@ pub async fn delete(
         )
         .await?
         .ok_or_else(not_found)?;
+    // Again: a download between the first forget and the row's delete may
+    // have remembered the row.
+    state.media_rows.forget(id);
     state.events.written("media.deleted", 1);
     match state.blobs.delete(&m.id).await {
         Ok(()) => {
