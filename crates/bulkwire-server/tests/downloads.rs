@@ -236,6 +236,33 @@ async fn a_deleted_blob_finishes_the_download_in_progress() {
     assert_eq!(r.status(), 404);
 }
 
+/// Downloads remember an item's row (`media_cache_ms`); an item deleted
+/// where this server does not see it (another node, the CLI) is still a
+/// 404 at once, for GET and HEAD: its bytes are gone (its variants:
+/// `tests/variants.rs`).
+#[tokio::test]
+async fn an_item_deleted_elsewhere_is_gone_though_its_row_was_remembered() {
+    let h = start(Limits::default()).await;
+    let data = payload(3 << 20, 9);
+    let id = stored(&h, "elsewhere.bin", &data).await;
+    let path = format!("/v1/media/{id}");
+    assert_eq!(h.download(&path).await, data, "the row is remembered now");
+    let state = &h.srv.state;
+    let gone = state.meta.delete(&id, None, "elsewhere", None).await;
+    assert!(gone.unwrap().is_some(), "the row was there");
+    state.blobs.delete(&id).await.unwrap();
+    let r = h.get(&path).send().await.unwrap();
+    assert_eq!(
+        r.status(),
+        404,
+        "GET of a remembered row whose blob is gone"
+    );
+    let r = h.http.head(h.url(&path)).bearer_auth(TOKEN).send().await;
+    assert_eq!(r.unwrap().status(), 404, "HEAD");
+    let r = h.get("/healthz").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+}
+
 /// Raises the soft descriptor limit to the hard one (this process holds
 /// both ends of every connection); fails when that is not `want`.
 fn descriptors(want: u64) {

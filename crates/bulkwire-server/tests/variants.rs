@@ -228,6 +228,23 @@ async fn a_variant_is_made_once_then_served_as_a_download_is() {
         "deleted with its item"
     );
     assert_eq!(variant(&h, &id, q).await.status(), 404);
+    // Deleted where this server does not see it (another node, the CLI)
+    // after a variant remembered its row: 404, nothing made again.
+    let m = upload_file(&h, "o6.jpg").await;
+    let id = m["id"].as_str().unwrap().to_string();
+    assert_eq!(variant(&h, &id, q).await.status(), 200);
+    let state = &h.srv.state;
+    assert!(state
+        .meta
+        .delete(&id, None, "elsewhere", None)
+        .await
+        .unwrap()
+        .is_some());
+    state.blobs.delete(&id).await.unwrap();
+    let before = made(&h);
+    assert_eq!(variant(&h, &id, q).await.status(), 404);
+    assert_eq!(variant(&h, &id, "w=150&format=jpeg").await.status(), 404);
+    assert_eq!(made(&h), before, "nothing made of a deleted item");
     h.assert_empty().await;
 }
 
