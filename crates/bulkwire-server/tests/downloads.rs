@@ -4,7 +4,9 @@
 //! rewritten under a download cuts that download and nothing else;
 //! readers that stop reading are closed after `send_timeout_ms` while
 //! others are served; caching headers and conditions (RFC 9110 §13,
-//! RFC 9111, RFC 8246).
+//! RFC 9111, RFC 8246); on S3 with `download_redirect`, curl `-L` and an
+//! `<img>` in headless Chromium (`testsuite/node/img_chromium.js`) through
+//! the redirect, with the item's type and disposition.
 
 mod common;
 
@@ -21,7 +23,12 @@ const CHUNK: usize = bulkwire_server::sendfile::CHUNK;
 
 /// Stores `data` as `name`; its id.
 async fn stored(h: &Harness, name: &str, data: &[u8]) -> String {
-    let r = h.put(name, "application/octet-stream", data.to_vec()).await;
+    stored_as(h, name, "application/octet-stream", data).await
+}
+
+/// Stores `data` as `name` of type `ct`; its id.
+async fn stored_as(h: &Harness, name: &str, ct: &str, data: &[u8]) -> String {
+    let r = h.put(name, ct, data.to_vec()).await;
     assert_eq!(r.status(), 201);
     let j: Value = r.json().await.unwrap();
     j["media"][0]["id"].as_str().unwrap().to_string()
@@ -552,6 +559,79 @@ async fn download_redirect_sends_the_client_to_the_object_store() {
         );
     }
     assert_eq!(d.redirects.load(std::sync::atomic::Ordering::Relaxed), 4);
+}
+
+/// A picture on a page, as a browser shows it: an `<img>` of the item's
+/// link in headless Chromium follows the redirect itself and decodes the
+/// object store's answer, which carries the item's type and disposition.
+#[cfg_attr(
+    any(missing_chromium, missing_node),
+    ignore = "needs chromium and node (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test]
+async fn a_browser_img_follows_the_redirect() {
+    let h = start_edited(|c| c.s3.download_redirect = true).await;
+    let id = stored_as(
+        &h,
+        "a photo.png",
+        "image/png",
+        &common::clients::png(64, 48, 7),
+    )
+    .await;
+    let link = h.url(&link_of(&h, &id).await);
+    let modules = common::clients::npm_modules(&[common::clients::PLAYWRIGHT]);
+    let mut cmd = std::process::Command::new("node");
+    cmd.env("NODE_PATH", modules)
+        .arg(common::clients::repo("testsuite/node/img_chromium.js"))
+        .arg(
+            serde_json::json!({
+                "url": link,
+                "chromium": common::clients::chromium(),
+                "timeoutMs": 60_000,
+            })
+            .to_string(),
+        );
+    let (out, _) = common::clients::run_client(cmd, Duration::from_secs(90)).await;
+    let j = common::clients::report(&out);
+    assert_eq!(
+        (j["width"].as_u64(), j["height"].as_u64()),
+        (Some(64), Some(48)),
+        "{j}"
+    );
+    let answers = j["answers"].as_array().unwrap();
+    let last = answers.last().unwrap();
+    assert_eq!(last["status"], 200, "{j}");
+    assert_eq!(last["contentType"], "image/png", "{j}");
+    let disposition = last["disposition"].as_str().unwrap_or("");
+    assert!(
+        disposition.starts_with("inline; filename=\"a photo.png\""),
+        "{j}"
+    );
+    let d = &h.srv.state.metrics.downloads;
+    if backend() == Backend::Embedded {
+        // Files have no URL of their own: the node sent it.
+        assert_eq!(answers.len(), 1, "{j}");
+        assert_eq!(d.bytes(Route::Link, Via::Sendfile), last_len(&h, &id).await);
+        return;
+    }
+    assert_eq!(answers.len(), 2, "{j}");
+    assert_eq!(answers[0]["status"], 307, "{j}");
+    let to = answers[0]["location"].as_str().unwrap();
+    assert_eq!(last["url"], to, "{j}");
+    let sw = bulkwire_testenv::must(bulkwire_testenv::shared_seaweed());
+    assert!(to.starts_with(&sw.endpoint()), "{to}");
+    assert_eq!(
+        d.bytes(Route::Link, Via::Stream),
+        0,
+        "the node carried none of it"
+    );
+    assert_eq!(d.redirects.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+/// The stored size of item `id`.
+async fn last_len(h: &Harness, id: &str) -> u64 {
+    let r = h.get(&format!("/v1/media/{id}")).send().await.unwrap();
+    r.bytes().await.unwrap().len() as u64
 }
 
 #[tokio::test]
