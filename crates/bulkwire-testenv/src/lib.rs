@@ -26,7 +26,7 @@ mod scratch;
 mod seaweed;
 mod spawn;
 
-pub use postgres::{shared_postgres, Postgres};
+pub use postgres::{shared_postgres, Certs, Postgres, CERT_USER};
 pub use scratch::test_dir;
 pub use seaweed::{default_cache, shared_seaweed, weed_binary, Seaweed};
 
