@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod bench;
 mod build;
 mod creds;
+mod health;
 mod load;
 mod parse;
 mod parse_xml;
@@ -48,6 +49,9 @@ enum Command {
     /// rate (the book: docs/src/load.md, "bulkwire bench").
     #[command(subcommand)]
     Bench(bench::Command),
+    /// Ask a running server's /healthz (exit 0 when it answers 2xx): a
+    /// container's HEALTHCHECK where there is no curl.
+    Healthcheck(health::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         Command::Link(c) => creds::link(c),
         Command::Load(a) => load::run(*a),
         Command::Bench(c) => bench::run(c),
+        Command::Healthcheck(a) => health::run(a),
     }
 }
 

@@ -183,6 +183,41 @@ impl Emulator {
         }
     }
 
+    /// Every object key under `prefix` in `bucket` (a container on Azure).
+    pub fn list_keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, String> {
+        let (out, tag) = match self.kind {
+            Kind::FakeGcs => {
+                let url = format!(
+                    "{}/storage/v1/b/{bucket}/o?prefix={}&maxResults=1000",
+                    self.endpoint(),
+                    prefix.replace('/', "%2F")
+                );
+                (
+                    run(Command::new("curl").args(["-sS", "-f", &url]))?,
+                    "\"name\":\"",
+                )
+            }
+            Kind::Azurite => (
+                run(Command::new("python3").arg("-c").arg(LIST_BLOBS).args([
+                    &self.endpoint(),
+                    AZURITE_ACCOUNT,
+                    AZURITE_KEY,
+                    bucket,
+                    prefix,
+                ]))?,
+                "<Name>",
+            ),
+        };
+        let end = if tag == "<Name>" { '<' } else { '"' };
+        Ok(out
+            .split(tag)
+            .skip(1)
+            .filter_map(|rest| rest.split(end).next())
+            .map(str::to_string)
+            .filter(|k| k.starts_with(prefix))
+            .collect())
+    }
+
     /// The variables that point a bulkwire store at this emulator.
     pub fn vars(&self) -> Vec<(String, String)> {
         match self.kind {
@@ -223,6 +258,21 @@ sig = base64.b64encode(hmac.new(base64.b64decode(key), sts.encode(), hashlib.sha
 req = urllib.request.Request("%s/%s/%s?restype=container" % (url, account, name), method="PUT", data=b"",
     headers={"x-ms-date": date, "x-ms-version": version, "Authorization": "SharedKey %s:%s" % (account, sig), "Content-Type": "application/octet-stream"})
 urllib.request.urlopen(req, timeout=10)
+"#;
+
+/// Azure's List Blobs of a container under a prefix (Shared Key), printed as XML.
+const LIST_BLOBS: &str = r#"
+import base64, hashlib, hmac, sys, urllib.parse, urllib.request
+from email.utils import formatdate
+url, account, key, name, prefix = sys.argv[1:6]
+date = formatdate(usegmt=True)
+version = "2021-08-06"
+sts = "GET\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:%s\nx-ms-version:%s\n/%s/%s/%s\ncomp:list\nprefix:%s\nrestype:container" % (date, version, account, account, name, prefix)
+sig = base64.b64encode(hmac.new(base64.b64decode(key), sts.encode(), hashlib.sha256).digest()).decode()
+q = urllib.parse.urlencode({"restype": "container", "comp": "list", "prefix": prefix})
+req = urllib.request.Request("%s/%s/%s?%s" % (url, account, name, q),
+    headers={"x-ms-date": date, "x-ms-version": version, "Authorization": "SharedKey %s:%s" % (account, sig)})
+print(urllib.request.urlopen(req, timeout=10).read().decode())
 "#;
 
 /// `azurite-blob` from npm, installed once under `cache`.
