@@ -8,6 +8,9 @@
 // usage: node tus_upload.js '<json options>'
 //   endpoint     creation URL, e.g. http://127.0.0.1:PORT/v1/uploads
 //   token        sent as "Authorization: Bearer <token>" on every request
+//   authorization  the whole Authorization value instead (e.g. "Basic …")
+//   uploadUrl    an upload to resume (tus-js-client asks its offset with HEAD; on a 4xx it
+//                creates a new upload at `endpoint` instead)
 //   file         path of the file to upload
 //   protocol     "tus-v1" (default) | "ietf-draft-03" | "ietf-draft-05"
 //   chunkSize    bytes per PATCH (default: the whole file)
@@ -60,13 +63,15 @@ function upload(o) {
   const report = { ok: false, url: null, bytes: 0, size, retries: 0, errors: [], requests: [] };
   return new Promise((resolve) => {
     const input = o.source === 'buffer' ? fs.readFileSync(o.file) : fs.createReadStream(o.file);
+    const authorization = o.authorization || (o.token ? `Bearer ${o.token}` : null);
     const up = new tus.Upload(input, {
       endpoint: o.endpoint,
+      uploadUrl: o.uploadUrl || null,
       protocol: o.protocol,
       chunkSize: o.chunkSize || Number.POSITIVE_INFINITY,
       retryDelays: o.retryDelays,
       uploadDataDuringCreation: Boolean(o.uploadDataDuringCreation),
-      headers: o.token ? { Authorization: `Bearer ${o.token}` } : {},
+      headers: authorization ? { Authorization: authorization } : {},
       metadata: { filename: o.filename, filetype: o.filetype },
       // A fresh upload every run: no URL storage to resume from.
       storeFingerprintForResuming: false,

@@ -9,9 +9,11 @@
 // pause and resume, cancel, and an upload the server refuses (its message and limit shown).
 // With `"scenario": "find"` it finds things in a library the test filled (see find()): pages,
 // a new upload, the search box, the type filter, and a media type's line breaks at 375 px.
+// With `"scenario": "owners"` it looks at whose items the page shows (see owners()): signed in
+// as `user` (an author), then, after signing out, with `token` (the administrator).
 //
 // usage: node web_chromium.js '<json options>'
-//   scenario     "library" (default), "controls" or "find"
+//   scenario     "library" (default), "controls", "find" or "owners"
 //   origin       the server, e.g. http://127.0.0.1:8080
 //   token        bearer token to sign in with
 //   user         {name, password}: sign in with these instead (the wrong try uses the token)
@@ -21,6 +23,7 @@
 //   remove       name of the item to delete
 //   search       (find) what to type in the search box
 //   narrow       (find) a search that shows the item whose type is measured at 375 px
+//   ownerFilter  (owners) the owner the administrator narrows the library to
 //   screenshots  {wide, narrow}: where to save PNGs of the library
 //   chromium     the browser (default /usr/bin/chromium)
 //   timeoutMs    the whole run's bound (default 120000)
@@ -40,6 +43,7 @@ function options(argv) {
   const needs = {
     controls: ['origin', 'token', 'files', 'pause', 'cancel', 'refused', 'throughput'],
     find: ['origin', 'token', 'files', 'search', 'narrow'],
+    owners: ['origin', 'token', 'user', 'files', 'ownerFilter'],
   }[o.scenario] || ['origin', 'token', 'files', 'thumbnail', 'copy', 'remove'];
   for (const k of needs) {
     if (!o[k]) throw new Error(`missing option ${k}`);
@@ -278,6 +282,65 @@ async function find(page, o, report, left) {
   report.steps.push('measured at 375 px');
 }
 
+/// The cards, each with the owner the page shows on it (null where it shows none).
+function ownedCards(page) {
+  return page.$$eval('#grid > li.card', (lis) =>
+    lis.map((li) => {
+      const dt = [...li.querySelectorAll('dt')].find((d) => d.textContent === 'Owner');
+      const dd = dt && dt.nextElementSibling;
+      return { id: li.dataset.id, name: li.dataset.name, owner: dd ? dd.textContent : null };
+    }),
+  );
+}
+
+/// What the header and the library show the one signed in.
+async function signedIn(page) {
+  return {
+    who: await page.locator('#who-name').innerText(),
+    usage: await page.locator('#who-usage').innerText(),
+    ownerFieldHidden: await page.locator('#owner-field').isHidden(),
+    cards: await ownedCards(page),
+  };
+}
+
+/// Whose items the page shows. Signed in as an author (`user`): their own items, no owner on
+/// the cards nor an owner filter, their usage against their quota in the header, which moves
+/// when they upload `files` here. Then signed out, and in with `token` (the administrator):
+/// everyone's items with each card's owner, narrowed to `ownerFilter` by the owner filter.
+async function owners(page, o, report, left) {
+  const r = {};
+  report.owners = r;
+  await page.waitForFunction(() => document.getElementById('grid').getAttribute('aria-busy') === 'false', null, {
+    timeout: 30000,
+  });
+  r.author = await signedIn(page);
+  const before = r.author.usage;
+  const done = listed(page, () => page.locator('#files').setInputFiles(o.files), { after: null }, left());
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('#queue > li.item')].every((x) => x.dataset.state === 'done'),
+    null,
+    { timeout: left(), polling: 100 },
+  );
+  await done;
+  await page.waitForFunction((b) => document.getElementById('who-usage').textContent !== b, before, {
+    timeout: 30000,
+  });
+  r.authorAfterUpload = await signedIn(page);
+  report.steps.push('author');
+
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.locator('#signin').waitFor({ state: 'visible', timeout: 30000 });
+  await page.getByLabel('a token').check();
+  await page.getByLabel('Token', { exact: true }).fill(o.token);
+  await listed(page, () => page.getByRole('button', { name: 'Sign in' }).click(), {});
+  r.admin = await signedIn(page);
+  await listed(page, () => page.getByLabel('Owner', { exact: true }).fill(o.ownerFilter), {
+    owner: o.ownerFilter,
+  });
+  r.filtered = await ownedCards(page);
+  report.steps.push('administrator');
+}
+
 async function run(o, report, deadline) {
   const left = () => Math.max(1000, deadline - Date.now() - 5000);
   const browser = await chromium.launch({
@@ -326,8 +389,9 @@ async function run(o, report, deadline) {
     });
     report.signInError = await page.locator('#signin-error').innerText();
     await signIn(page, o, report);
-    if (o.scenario === 'controls' || o.scenario === 'find') {
-      await (o.scenario === 'find' ? find : controls)(page, o, report, left);
+    const scenarios = { controls, find, owners };
+    if (scenarios[o.scenario]) {
+      await scenarios[o.scenario](page, o, report, left);
       report.csp = await page.evaluate(() => window.__csp);
       report.ok = true;
       await context.close();

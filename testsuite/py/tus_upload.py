@@ -5,6 +5,10 @@ client) with the checksum extension on: every PATCH carries
 usage: python tus_upload.py '<json options>'
   endpoint    creation URL, e.g. http://127.0.0.1:PORT/v1/uploads
   token       sent as "Authorization: Bearer <token>"
+  authorization  the whole Authorization value instead (e.g. "Basic ...")
+  resume      an upload URL to continue instead of creating one (tuspy asks
+              its offset with HEAD first; a refusal ends the run with its
+              status in the report's `status`)
   file        path of the file to upload
   chunk_size  bytes per PATCH (default 1 MiB)
   algo        "sha1" (tuspy's own choice, default) | "sha256"
@@ -97,10 +101,11 @@ def corrupt_chunk(o, tus, up):
 def main():
     o = options()
     size = os.path.getsize(o["file"])
-    tus = client.TusClient(o["endpoint"], headers={"Authorization": "Bearer " + o.get("token", "")})
-    up = new_uploader(o, tus)
+    auth = o.get("authorization") or "Bearer " + o.get("token", "")
+    tus = client.TusClient(o["endpoint"], headers={"Authorization": auth})
     report = {"ok": False, "url": None, "bytes": 0, "size": size, "algo": o["algo"]}
     try:
+        up = new_uploader(o, tus, url=o.get("resume"))
         if o["mode"] == "corrupt":
             up.upload_chunk()
             report["url"] = up.url
@@ -116,6 +121,7 @@ def main():
         report["bytes"] = up.offset
         report["ok"] = report["bytes"] == size
     except TusCommunicationError as e:
+        report["status"] = e.status_code
         report["error"] = "{}: {} {!r}".format(type(e).__name__, e.status_code, e.response_content)
     print(json.dumps(report))
     return 0 if report["ok"] else 1

@@ -4,9 +4,14 @@ clients and prints one JSON object of what they saw; the Rust test
 each upload back by its URL.
 
 usage: xmlrpc_clients.py stdlib|wordpress URL USER PASSWORD FILE
+       xmlrpc_clients.py authors URL USER PASSWORD FILE OTHER_USER OTHER_PASSWORD
 
 - stdlib: Python's own xmlrpc.client (ServerProxy, Binary, MultiCall).
 - wordpress: python-wordpress-xmlrpc (PyPI), as its users call it.
+- authors: python-wordpress-xmlrpc as two authors: each uploads, lists
+  their library, asks for the other's item and tries to delete it (both
+  faults are reported as [code, string]), deletes one of their own, and
+  lists again. Reported by user name.
 
 Every upload's `url` is the item's capability link: the script GETs it
 itself with urllib.request and no credentials, and reports under
@@ -98,12 +103,52 @@ def wordpress(url, user, pw, data):
     return out
 
 
+def wordpress_client(url, user, pw):
+    # See wordpress(): python-wordpress-xmlrpc 2.3 on Python 3.10+.
+    import collections
+    import collections.abc
+
+    collections.Iterable = collections.abc.Iterable
+    from wordpress_xmlrpc import Client
+
+    return Client(url, user, pw)
+
+
+def authors(url, users, data):
+    from wordpress_xmlrpc.methods import media, posts
+
+    clients = {u: wordpress_client(url, u, pw) for u, pw in users}
+    out = {u: {} for u in clients}
+
+    def library(u):
+        return sorted(m.id for m in clients[u].call(media.GetMediaLibrary({})))
+
+    for i, (u, c) in enumerate(clients.items()):
+        up = {"name": u + ".jpg", "type": "image/jpeg", "bits": xmlrpc.client.Binary(data + bytes([i]))}
+        out[u]["uploads"] = [c.call(media.UploadFile(up))["id"] for _ in range(2)]
+    for u in clients:
+        out[u]["library"] = library(u)
+    (a, b) = list(clients)
+    for me, other in ((a, b), (b, a)):
+        theirs = out[other]["uploads"][0]
+        out[me]["other_item"] = fault_of(lambda: clients[me].call(media.GetMediaItem(theirs)))
+        out[me]["delete_other"] = fault_of(lambda: clients[me].call(posts.DeletePost(theirs)))
+    for u in clients:
+        out[u]["delete_own"] = clients[u].call(posts.DeletePost(out[u]["uploads"][1]))
+        out[u]["library_after"] = library(u)
+    return out
+
+
 def main():
     mode, url, user, pw, path = sys.argv[1:6]
     with open(path, "rb") as f:
         data = f.read()
-    run = {"stdlib": stdlib, "wordpress": wordpress}[mode]
-    print(json.dumps(run(url, user, pw, data), default=str))
+    if mode == "authors":
+        result = authors(url, [(user, pw), tuple(sys.argv[6:8])], data)
+    else:
+        run = {"stdlib": stdlib, "wordpress": wordpress}[mode]
+        result = run(url, user, pw, data)
+    print(json.dumps(result, default=str))
 
 
 if __name__ == "__main__":

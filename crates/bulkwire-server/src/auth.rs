@@ -32,7 +32,8 @@
 //! `bulkwire.quota_bytes`, else the owner's own (`bulkwire user quota`),
 //! else its role's (`[limits] quota_bytes`, `quota_items`). A cached login
 //! keeps its principal, so a role or quota change takes effect within
-//! `auth_cache_ms` too. Failed logins are throttled (`crate::throttle`).
+//! `auth_cache_ms` too. Failed logins are throttled (`crate::throttle`);
+//! a JWT, which is no guess at a secret, never is.
 
 use crate::principal::{Principal, Role, Scopes, Via};
 use crate::store::{MetaError, MetaStore, NewToken, Quota, UserSet};
@@ -343,11 +344,14 @@ impl Auth {
             }));
         };
         if scheme.eq_ignore_ascii_case(b"bearer") {
-            let attempt = match self.throttle.check(client, BEARER) {
+            if let Some((jwt, token)) = self.as_jwt(cred) {
+                return self.jwt_principal(meta, jwt, token).await;
+            }
+            let attempt = match self.throttle.check_token(client, BEARER) {
                 Ok(a) => a,
                 Err(t) => return Ok(Err(Refusal::Throttled(t))),
             };
-            let r = self.bearer(meta, cred).await?;
+            let r = self.token(meta, cred).await?;
             match &r {
                 Err(_) => attempt.failed(),
                 Ok(_) => drop(attempt),
@@ -364,19 +368,17 @@ impl Auth {
         }
     }
 
-    /// A bearer credential: the application's JWT (when configured and it
-    /// has a JWT's shape), else a stored or configured token.
-    async fn bearer(
-        &self,
-        meta: &dyn MetaStore,
-        cred: &[u8],
-    ) -> Result<Result<Principal, Refusal>, MetaError> {
-        if let (Some(jwt), Ok(text)) = (&self.jwt, std::str::from_utf8(cred)) {
-            if crate::jwt::looks_like_jwt(text) {
-                return self.jwt_principal(meta, jwt, text).await;
-            }
-        }
-        self.token(meta, cred).await
+    /// The application's JWT in a bearer credential (when JWTs are
+    /// configured and it has a JWT's shape). A JWT is checked on its own
+    /// and never throttled nor counted as a failed login: it is no guess at
+    /// a secret (its signature is the proof, and no number of tries finds
+    /// one), and refusing it is routine (every session's token expires).
+    /// Counted, the expired tokens of one proxy's or office's users would
+    /// lock every bearer credential of that address out.
+    fn as_jwt<'c>(&self, cred: &'c [u8]) -> Option<(&crate::jwt::JwtVerifier, &'c str)> {
+        let jwt = self.jwt.as_deref()?;
+        let text = std::str::from_utf8(cred).ok()?;
+        crate::jwt::looks_like_jwt(text).then_some((jwt, text))
     }
 
     /// A JWT's principal: `sub`, its scopes and upload limits, and a quota
@@ -489,7 +491,8 @@ impl Auth {
     /// A login with a name and password (Basic, XML-RPC, SOAP), throttled
     /// per address and name before the password is checked
     /// (`crate::throttle`). With the name [`JWT_USER`] and JWTs
-    /// configured, the password is a JWT.
+    /// configured, the password is a JWT (never throttled: see
+    /// [`Auth::as_jwt`]).
     pub async fn login(
         &self,
         meta: &dyn MetaStore,
@@ -497,17 +500,19 @@ impl Auth {
         password: &[u8],
         client: Option<IpAddr>,
     ) -> Result<Result<Principal, Refusal>, MetaError> {
+        if let (Some(jwt), true, Ok(token)) =
+            (&self.jwt, name == JWT_USER, std::str::from_utf8(password))
+        {
+            return self.jwt_principal(meta, jwt, token).await;
+        }
         let attempt = match self.throttle.check(client, name.as_bytes()) {
             Ok(a) => a,
             Err(t) => return Ok(Err(Refusal::Throttled(t))),
         };
-        let r = match (&self.jwt, name == JWT_USER, std::str::from_utf8(password)) {
-            (Some(jwt), true, Ok(token)) => self.jwt_principal(meta, jwt, token).await?,
-            _ => self
-                .check_user(meta, name, password)
-                .await?
-                .ok_or(Refusal::BadPassword),
-        };
+        let r = self
+            .check_user(meta, name, password)
+            .await?
+            .ok_or(Refusal::BadPassword);
         match &r {
             Ok(_) => attempt.passed(),
             Err(_) => attempt.failed(),

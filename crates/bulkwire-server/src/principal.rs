@@ -311,6 +311,14 @@ impl Principal {
         (!self.everyone).then_some(self.name.as_str())
     }
 
+    /// Whether answers may hand this principal an item's link (a
+    /// capability: whoever holds it reads the item): only with `read`, on
+    /// every protocol, so that an upload-only credential (a camera, a form
+    /// on another site) cannot read back what it sent, nor pass it on.
+    pub fn gets_links(&self) -> bool {
+        self.scopes.has(Scopes::READ)
+    }
+
     /// True for a principal that manages the server's own credentials.
     pub fn is_admin(&self) -> bool {
         self.scopes.has(Scopes::ADMIN)
@@ -356,6 +364,7 @@ mod tests {
     fn a_token_reaches_everyone_only_with_admin() {
         let up = Principal::scoped("cam", Scopes::UPLOAD, Via::Jwt, UploadRules::default());
         assert!(!up.sees("admin") && up.sees("cam"));
+        assert!(!up.gets_links() && Principal::user("a", Role::Author).gets_links());
         assert_eq!(up.require(Scopes::READ).unwrap_err().status(), 403);
         let flag = Principal::flag(ADMIN);
         assert!(flag.sees("anyone") && flag.is_admin());

@@ -119,7 +119,7 @@ pub fn created(
     who: &crate::principal::Principal,
 ) -> Response {
     let base = base_url(&state.config, h);
-    let readable = who.scopes.has(crate::principal::Scopes::READ);
+    let readable = who.gets_links();
     let media: Vec<_> = records
         .iter()
         .map(|m| media_json(m, &base, &state.links, readable))

@@ -169,6 +169,25 @@ impl Throttle {
     /// a guesser that keeps trying gets no password checked at all, however
     /// long it goes on.
     pub fn check(&self, ip: Option<IpAddr>, name: &[u8]) -> Result<Attempt<'_>, Throttled> {
+        self.check_with(ip, name, true)
+    }
+
+    /// As [`Throttle::check`], for a bearer token: its failures block as a
+    /// password's do, but its checks in flight do not. A token is 256
+    /// random bits looked up by digest (no Argon2, nothing to guess), and
+    /// an application's server sends many requests at once with one: on
+    /// its first use, and each time `auth_cache_ms` ran out, every one of
+    /// them is a store lookup in flight.
+    pub fn check_token(&self, ip: Option<IpAddr>, name: &[u8]) -> Result<Attempt<'_>, Throttled> {
+        self.check_with(ip, name, false)
+    }
+
+    fn check_with(
+        &self,
+        ip: Option<IpAddr>,
+        name: &[u8],
+        in_flight_counts: bool,
+    ) -> Result<Attempt<'_>, Throttled> {
         let now = Instant::now();
         let mut map = self.lock();
         let keys = [
@@ -203,7 +222,7 @@ impl Throttle {
             since: now,
             until: None,
         });
-        if e.failures.saturating_add(e.pending) >= self.failures {
+        if in_flight_counts && e.failures.saturating_add(e.pending) >= self.failures {
             self.counts.throttled.fetch_add(1, Relaxed);
             return Err(Throttled {
                 retry_after: FIRST_WAIT,
@@ -384,6 +403,20 @@ mod tests {
         assert!(t.check(ip(1), b"x").is_err(), "three in flight already");
         drop(a);
         assert!(t.check(ip(1), b"x").is_ok(), "settled without failures");
+    }
+
+    #[test]
+    fn a_tokens_checks_in_flight_do_not_block_but_its_failures_do() {
+        let t = throttle(3, 100);
+        let a: Vec<_> = (0..40)
+            .map(|_| t.check_token(ip(1), b"t").unwrap())
+            .collect();
+        drop(a);
+        for _ in 0..3 {
+            t.check_token(ip(1), b"t").unwrap().failed();
+        }
+        assert!(t.check_token(ip(1), b"t").is_err(), "three failures");
+        assert!(t.check_token(ip(2), b"t").is_ok(), "another address");
     }
 
     #[test]

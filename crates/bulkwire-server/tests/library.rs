@@ -323,6 +323,58 @@ async fn me_names_the_principal_never_just_token_with_scopes_usage_and_quota() {
     assert_eq!(r.status(), 200);
 }
 
+/// `owner=` narrows to one owner within reach: the administrator lists
+/// anyone's by name; an author lists only their own, so their own name (or
+/// none) lists them and another owner's an empty page, never their own
+/// items under another name.
+#[tokio::test]
+async fn owner_filter_is_within_reach() {
+    use bulkwire_server::principal::Role;
+    let h = start(Limits::default()).await;
+    for u in ["ann", "bob"] {
+        add_user(&h, u, "pw:of-a-user", Role::Author).await;
+    }
+    let as_user = |u: &str, query: &str| {
+        let url = h.url(&format!("/v1/media?{query}"));
+        h.http.get(url).basic_auth(u, Some("pw:of-a-user"))
+    };
+    let mut own = HashSet::new();
+    for (u, n) in [("ann", 2), ("bob", 1)] {
+        for i in 0..n {
+            let r = h
+                .http
+                .put(h.url(&format!("/v1/media/{u}-{i}.txt")))
+                .basic_auth(u, Some("pw:of-a-user"))
+                .body(format!("{u} {i}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201);
+            let j: Value = r.json().await.unwrap();
+            own.insert((u, j["media"][0]["id"].as_str().unwrap().to_string()));
+        }
+    }
+    let of = |u: &str| -> HashSet<String> {
+        own.iter()
+            .filter(|(o, _)| *o == u)
+            .map(|(_, id)| id.clone())
+            .collect()
+    };
+    let listed = |r: reqwest::RequestBuilder| async move {
+        let r = r.send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let j: Value = r.json().await.unwrap();
+        ids(&j).into_iter().collect::<HashSet<String>>()
+    };
+    assert_eq!(listed(h.get("/v1/media?owner=ann")).await, of("ann"));
+    assert_eq!(listed(h.get("/v1/media?owner=bob")).await, of("bob"));
+    assert_eq!(listed(as_user("ann", "")).await, of("ann"));
+    assert_eq!(listed(as_user("ann", "owner=ann")).await, of("ann"));
+    assert_eq!(listed(as_user("ann", "owner=bob")).await, HashSet::new());
+    assert_eq!(listed(as_user("bob", "owner=ann")).await, HashSet::new());
+    assert_eq!(listed(as_user("bob", "owner=admin")).await, HashSet::new());
+}
+
 #[test]
 fn rerun_on_shared_stores() {
     common::rerun_on_shared_stores(&[]);

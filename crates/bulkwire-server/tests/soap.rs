@@ -97,8 +97,9 @@ async fn check_stored(h: &Harness, r: &Reply, v: SoapVersion, data: &[u8]) -> Up
     assert_eq!(u.sha256, sha256(data));
     // The url is the item's link: absolute, fetched here without credentials.
     let link = h.url(&format!("/v1/media/{}?sig=", u.id));
-    assert!(u.url.starts_with(&link), "{} is not {link}…", u.url);
-    let r = client().get(&u.url).send().await.unwrap();
+    let url = u.url.as_deref().expect("a url for a credential with read");
+    assert!(url.starts_with(&link), "{url} is not {link}…");
+    let r = client().get(url).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let back = r.bytes().await.unwrap();
     assert_eq!(sha256(&back), sha256(data));
@@ -452,7 +453,10 @@ async fn memory_stays_bounded_for_64_mib_inline_and_mtom() {
     .await;
     let u = uploaded(&r.body, SOAP12);
     assert_eq!((u.size, u.sha256.clone()), (LEN as u64, sha256(&data)));
-    assert_eq!(sha256(&h.download(&u.url).await), sha256(&data));
+    assert_eq!(
+        sha256(&h.download(u.url.as_deref().unwrap()).await),
+        sha256(&data)
+    );
     let staged = h
         .srv
         .state
@@ -497,6 +501,42 @@ async fn a_budget_without_room_for_the_soap_buffers_is_a_503_receiver_fault() {
     assert_eq!((f.code.as_str(), f.kind.as_str()), ("env:Receiver", "busy"));
     assert_eq!(f.limit.as_deref(), Some("memory_budget"));
     assert_eq!(h.list_all().await.len(), 1);
+}
+
+/// The `url` of an upload is the item's link, a capability: a credential
+/// without `read` (an upload-only token) gets none (the element is left
+/// out, as the WSDL allows), and one without `upload` a 403 fault that
+/// names the scope and stores nothing.
+#[tokio::test]
+async fn only_a_credential_with_read_gets_the_url() {
+    let h = start(Limits::default()).await;
+    let cam = add_token(&h, "cam", "upload").await;
+    let data = payload(1000, 31);
+    let env = envelope(SOAP11, "cam.bin", None, &base64_wrapped(&data));
+    let r = post(&h, "text/xml", Some(format!("Bearer {cam}")), env.clone()).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let u = uploaded(&r.body, SOAP11);
+    assert_eq!(u.url, None, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!((u.size, u.sha256.clone()), (1000, sha256(&data)));
+    let m = only_listed(&h).await;
+    assert_eq!(
+        (&m["id"], &m["owner"]),
+        (&u.id.as_str().into(), &"cam".into())
+    );
+    // The same upload by a reader gets its link.
+    let r = post(&h, "text/xml", Some(basic(ALICE)), env.clone()).await;
+    assert!(uploaded(&r.body, SOAP11).url.is_some());
+    // Without upload: 403, naming the scope.
+    let viewer = add_token(&h, "cam", "read").await;
+    let r = post(&h, "text/xml", Some(format!("Bearer {viewer}")), env).await;
+    assert_eq!(r.status, 403);
+    let f = fault(&r.body);
+    assert_eq!(
+        (f.code.as_str(), f.kind.as_str()),
+        ("env:Client", "forbidden")
+    );
+    assert!(f.reason.contains("upload scope"), "{}", f.reason);
+    assert_eq!(h.list_all().await.len(), 2);
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! from `GET /soap?wsdl` and authenticating with HTTP Basic:
 //!
 //! - zeep (PyPI, into the venv under target/ that the CLI tests share, from
-//!   testsuite/py/requirements.txt): inline base64, SOAP 1.1 and 1.2, and a
-//!   fault for a wrong password;
+//!   testsuite/py/requirements.txt): inline base64, SOAP 1.1 and 1.2, a
+//!   fault for a wrong password, and two authors whose uploads are each
+//!   their own;
 //! - node-soap (npm `soap`, into target/tmp/node): MTOM with an attachment
 //!   and inline base64;
 //! - Apache CXF's JAX-WS client (Maven Central, resolved by
@@ -283,4 +284,74 @@ async fn cxf_jaxws_mtom_soap11_and_soap12() {
         assert_mtom(sent, data.len());
     }
     assert_eq!(h.srv.state.metrics.uploads("soap", Outcome::Ok), 2);
+}
+
+/// Two authors upload with zeep (HTTP Basic, their own names): each upload is its author's,
+/// each author's listing holds only their own, and the other's item is 404 to them (its link
+/// still works for whoever holds it).
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zeep_authors_see_only_their_own() {
+    let py = python_with_zeep();
+    let h = start(Limits::default()).await;
+    let authors = [("ann", "ann-pass:word"), ("bob", "bob-pass:word")];
+    let mut ids = Vec::new();
+    for (i, (u, pw)) in authors.into_iter().enumerate() {
+        add_user(&h, u, pw, bulkwire_server::principal::Role::Author).await;
+        let data = payload(50_000 + i, 24 + i as u64);
+        let file = h.data().join(format!("zeep-{u}.bin"));
+        std::fs::write(&file, &data).unwrap();
+        let mut c = Command::new(&py);
+        c.arg(repo("testsuite/py/soap_zeep.py"))
+            .args([h.url("/soap?wsdl").as_str(), u, pw])
+            .arg(&file)
+            .arg("11");
+        let out = run(c).await;
+        let j = json_of(&out);
+        assert!(out.status.success(), "{u}: {j}");
+        assert_eq!(j["sha256"], sha256(&data), "{j}");
+        assert_eq!(j["fetched_status"], 200, "{j}");
+        ids.push((
+            u,
+            pw,
+            j["id"].as_str().unwrap().to_string(),
+            j["url"].clone(),
+        ));
+    }
+    let all = h.list_all().await;
+    assert_eq!(all.len(), 2);
+    for (u, pw, id, _) in &ids {
+        let m = all.iter().find(|m| m["id"] == id.as_str()).unwrap();
+        assert_eq!(m["owner"], *u, "{m}");
+        let r = h.http.get(h.url("/v1/media")).basic_auth(u, Some(pw));
+        let j: Value = r.send().await.unwrap().json().await.unwrap();
+        let listed: Vec<&str> = j["media"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, [id.as_str()], "{u}: {j}");
+    }
+    let ((ann, ann_pw, _, _), (_, _, bobs, bobs_url)) = (&ids[0], &ids[1]);
+    let r = h
+        .http
+        .get(h.url(&format!("/v1/media/{bobs}")))
+        .basic_auth(ann, Some(ann_pw))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = h
+        .http
+        .get(bobs_url.as_str().unwrap())
+        .basic_auth(ann, Some(ann_pw));
+    assert_eq!(
+        r.send().await.unwrap().status(),
+        200,
+        "a link is a capability"
+    );
 }

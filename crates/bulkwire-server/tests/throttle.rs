@@ -213,3 +213,36 @@ async fn the_login_table_stays_bounded_under_many_addresses_and_names() {
         .unwrap();
     assert_eq!(r.status(), 429, "the victim's attacker is still refused");
 }
+
+/// A stored token on its first use (a store lookup; again each time its
+/// `auth_cache_ms` runs out) by 40 requests at once from one address, as
+/// an application's server sends them: none is refused. Checks in flight
+/// count against `login_failures` for passwords, so that guesses cannot
+/// all pass before the first fails; a bearer token is 256 random bits
+/// looked up by digest, and its checks in flight are no guesses.
+#[tokio::test]
+async fn a_stored_token_on_40_requests_at_once_is_never_throttled() {
+    // Lookups as slow as PostgreSQL's across a network: the 40 overlap.
+    let dir = tempfile::tempdir().unwrap();
+    let meta = FailingMeta {
+        token_delay: Some(std::time::Duration::from_millis(100)),
+        ..FailingMeta::on(meta_store(dir.path()).await)
+    };
+    let blobs = blob_store(dir.path());
+    let h = start_with(dir, Limits::default(), blobs, Arc::new(meta)).await;
+    let token = bulkwire_server::auth::new_token();
+    let digest = bulkwire_server::auth::token_digest(&token);
+    let made = bulkwire_server::auth::admin_token("forty at once");
+    h.srv.state.meta.token_add(digest, made).await.unwrap();
+    let c = client_from([127, 0, 0, 1]);
+    let url = h.url("/v1/media?limit=1");
+    let all = (0..40).map(|_| c.get(&url).bearer_auth(&token).send());
+    let statuses: Vec<u16> = futures_util::future::join_all(all)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect();
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    let m = metrics(&h).await;
+    assert_eq!(metric(&m, "bulkwire_logins_throttled_total"), 0);
+}

@@ -1143,8 +1143,10 @@ async fn concatenation_of_partial_uploads_is_media_under_the_final_id() {
     .await;
 }
 
+/// 400 for an upload that is not a complete partial one; 404 for one that
+/// does not exist, as on every other tus route (and in tusd).
 #[tokio::test]
-async fn concatenation_of_anything_but_complete_partial_uploads_is_400() {
+async fn concatenation_of_anything_but_complete_partial_uploads_is_refused() {
     let h = start(Limits::default()).await;
     let r = send(
         tus(&h, Method::POST, "/v1/uploads")
@@ -1157,19 +1159,27 @@ async fn concatenation_of_anything_but_complete_partial_uploads_is_400() {
     let (done, _) = partial(&h, &payload(100, 17)).await;
     let plain = create(&h, 10).await;
     patch_rest(&h, &plain, &payload(10, 18), 0, 1).await;
-    for (urls, what) in [
+    for (urls, what, status) in [
         (
             format!("{} {}", path(&done), path(&open)),
             "an incomplete partial",
+            400,
         ),
         (
             format!("{} {}", path(&done), path(&plain)),
             "a plain upload",
+            400,
         ),
-        (path(UNKNOWN_ID), "an unknown upload"),
+        (
+            format!("{} {}", path(&done), path(UNKNOWN_ID)),
+            "an unknown upload",
+            404,
+        ),
     ] {
         let r = final_upload(&h, &urls).await;
-        assert_eq!(r.status(), 400, "{what}: {r:?}");
+        assert_tus(&r, status);
+        let listed = h.list_all().await;
+        assert_eq!(listed.len(), 1, "{what}: only the plain upload is media");
     }
 }
 
@@ -1479,6 +1489,50 @@ async fn open_uploads_are_capped_per_credential() {
 }
 
 // ---------------------------------------------------------------------------
+// Quota
+
+/// A resumable upload whose owner's quota filled up while it was under way
+/// (it fitted when it was created): its last `PATCH` is 413 naming
+/// `quota_items`, and nothing of it stays, as of a refused upload of any
+/// other kind: no row (`HEAD` is 404), no spool, no blob, no S3 object or
+/// multipart upload.
+#[tokio::test]
+async fn an_upload_refused_over_quota_at_its_end_leaves_nothing() {
+    let one = bulkwire_server::PerRole {
+        admin: Some(1),
+        ..Default::default()
+    };
+    let h = start(Limits {
+        quota_items: one,
+        ..Limits::default()
+    })
+    .await;
+    let data = payload(3000, 27);
+    let id = create(&h, data.len()).await;
+    assert_tus(&patch(&h, &id, 0, &data[..1000]).await, 204);
+    let r = h.put("first.bin", "text/plain", b"first".to_vec()).await;
+    assert_eq!(r.status(), 201, "the item the quota has room for");
+    let first: Value = r.json().await.unwrap();
+    let r = patch(&h, &id, 1000, &data[1000..]).await;
+    assert_tus(&r, 413);
+    assert_eq!(limit_name(r).await, "quota_items");
+    assert_eq!(head(&h, &id).await.status(), 404, "the upload is gone");
+    assert!(!is_listed(&h, &id).await);
+    let r = h
+        .http
+        .delete(h.url(&format!(
+            "/v1/media/{}",
+            first["media"][0]["id"].as_str().unwrap()
+        )))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_nothing_stored(&h).await;
+}
+
+// ---------------------------------------------------------------------------
 
 #[test]
 fn rerun_on_shared_stores() {
@@ -1540,4 +1594,118 @@ async fn a_failed_creation_with_upload_leaves_nothing() {
     // Nor does it hold the credential's one open upload.
     let id = create(&h, 3).await;
     assert_tus(&patch(&h, &id, 0, b"abc").await, 204);
+}
+
+// ---------------------------------------------------------------------------
+// Owners and scopes (the whole matrix is tests/permissions.rs)
+
+/// A tus request with another credential.
+fn tus_as(h: &Harness, bearer: &str, m: Method, p: &str) -> RequestBuilder {
+    h.http
+        .request(m, h.url(p))
+        .bearer_auth(bearer)
+        .header("tus-resumable", "1.0.0")
+}
+
+/// The `Link` of a finished upload is its item's link, a capability: it goes
+/// only to a credential with `read`, as every `url` does. An upload-only
+/// token (a camera's) finishes uploads by creation, by its last `PATCH`,
+/// by concatenation and by an IETF append, and asks `HEAD`: no `Link`;
+/// the administrator's `HEAD` of the same upload has it.
+#[tokio::test]
+async fn a_finished_upload_s_link_goes_only_to_a_credential_with_read() {
+    let h = start(Limits::default()).await;
+    let cam = add_token(&h, "cam", "upload").await;
+    let post = || tus_as(&h, &cam, Method::POST, "/v1/uploads");
+    let data = payload(30, 61);
+    let mut finished = Vec::new();
+    // Created with all its bytes.
+    let r = send(
+        post()
+            .header("upload-length", 30)
+            .header("content-type", OCTETS)
+            .body(data.clone()),
+    )
+    .await;
+    let id = created(&h, &r);
+    assert_eq!(offset(&r), 30);
+    finished.push((id, header(&r, "link")));
+    // Its last PATCH, and two partial uploads then concatenated.
+    let mut parts = Vec::new();
+    for concat in [None, Some("partial"), Some("partial")] {
+        let mut c = post().header("upload-length", 30);
+        if let Some(v) = concat {
+            c = c.header("upload-concat", v);
+        }
+        let id = created(&h, &send(c).await);
+        let r = send(
+            tus_as(&h, &cam, Method::PATCH, &path(&id))
+                .header("content-type", OCTETS)
+                .header("upload-offset", 0)
+                .body(data.clone()),
+        )
+        .await;
+        assert_tus(&r, 204);
+        match concat {
+            None => finished.push((id, header(&r, "link"))),
+            Some(_) => parts.push(path(&id)),
+        }
+    }
+    let r = send(post().header("upload-concat", format!("final;{}", parts.join(" ")))).await;
+    finished.push((created(&h, &r), header(&r, "link")));
+    // An IETF append with Upload-Complete: ?1.
+    let ietf_as = |m: Method, p: &str| {
+        h.http
+            .request(m, h.url(p))
+            .bearer_auth(&cam)
+            .header("upload-draft-interop-version", "6")
+    };
+    let r = send(ietf_as(Method::POST, "/v1/uploads").header("upload-complete", "?0")).await;
+    let id = created(&h, &r);
+    let r = send(
+        ietf_as(Method::PATCH, &path(&id))
+            .header("content-type", PARTIAL)
+            .header("upload-offset", 0)
+            .header("upload-complete", "?1")
+            .body(data.clone()),
+    )
+    .await;
+    assert_eq!(r.status(), 204);
+    finished.push((id, header(&r, "link")));
+
+    assert_eq!(finished.len(), 4);
+    for (id, link) in finished {
+        assert_eq!(
+            link, None,
+            "{id}: the answer to the upload handed out its link"
+        );
+        let r = send(tus_as(&h, &cam, Method::HEAD, &path(&id))).await;
+        assert_tus(&r, 200);
+        assert_eq!(header(&r, "link"), None, "{id}: HEAD handed out the link");
+        // The administrator (read, and every owner's) gets the link.
+        let r = head(&h, &id).await;
+        let link = header(&r, "link").expect("the admin's HEAD has the link");
+        assert!(link.contains(&format!("/v1/media/{id}?")), "{link}");
+        let m = h.list_all().await;
+        let m = m.iter().find(|m| m["id"] == id.as_str()).unwrap();
+        assert_eq!(m["owner"], "cam", "{m}");
+    }
+}
+
+/// Another owner's partial uploads are missing ones to a concatenation:
+/// 404, and nothing is made; its owner concatenates them.
+#[tokio::test]
+async fn concatenation_of_another_owner_s_partial_uploads_is_404() {
+    let h = start(Limits::default()).await;
+    let ann = add_token(&h, "ann", "upload,read").await;
+    let (_, loc) = partial(&h, &payload(10, 62)).await;
+    let r = send(
+        tus_as(&h, &ann, Method::POST, "/v1/uploads")
+            .header("upload-concat", format!("final;{loc}")),
+    )
+    .await;
+    assert_tus(&r, 404);
+    assert_eq!(h.list_all().await, Vec::<Value>::new());
+    let r = final_upload(&h, &loc).await;
+    assert_tus(&r, 201);
 }

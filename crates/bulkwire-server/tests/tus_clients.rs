@@ -16,6 +16,10 @@
 //! Every upload is then checked as media under the same id: listed with
 //! its size, SHA-256, name and type, and downloaded back byte for byte.
 //!
+//! With each client, two authors (stored users, HTTP Basic) upload; each
+//! one's listing holds their own upload only, and the other's upload URL,
+//! given to the client to resume, is 404 at its `HEAD`.
+//!
 //! A missing runtime (node, npm, python3 with venv, or a registry that
 //! cannot be reached) FAILS the test that needs it, with what to install:
 //! with `CI` set the message says the CI machine lacks it, without it says
@@ -418,4 +422,195 @@ async fn tuspy_wrong_checksum_is_460_and_offset_stays() {
         let id = upload_id(j["url"].as_str().unwrap(), &h.url(""));
         check_media(&h, &id, &data, &name, "application/octet-stream").await;
     }
+}
+
+// ---------------------------------------------------------------------------
+// Two authors: each sees only their own uploads
+
+const AUTHORS: [(&str, &str); 2] = [("ann", "ann-pass:word"), ("bob", "bob-pass:word")];
+
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let b = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {b}")
+}
+
+/// A server with the authors ann and bob (stored users, role author).
+async fn with_authors() -> Harness {
+    let h = start(Limits::default()).await;
+    for (u, pw) in AUTHORS {
+        add_user(&h, u, pw, bulkwire_server::principal::Role::Author).await;
+    }
+    h
+}
+
+/// The ids `GET /v1/media` lists for an author, with their own credentials.
+async fn listed_by(h: &Harness, user: &str, password: &str) -> Vec<String> {
+    let r = h
+        .http
+        .get(h.url("/v1/media"))
+        .basic_auth(user, Some(password))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let j: Value = r.json().await.unwrap();
+    let ids = j["media"].as_array().unwrap().iter();
+    ids.map(|m| m["id"].as_str().unwrap().to_string()).collect()
+}
+
+/// The owner of item `id`, as the administrator lists it.
+async fn owner_of(h: &Harness, id: &str) -> String {
+    let all = h.list_all().await;
+    let m = all.iter().find(|m| m["id"] == id);
+    let m = m.unwrap_or_else(|| panic!("{id} is not listed: {all:?}"));
+    m["owner"].as_str().unwrap().to_string()
+}
+
+/// One author's finished upload with a real client: its file (kept for a resume), bytes,
+/// upload URL and id.
+struct Uploaded {
+    _dir: tempfile::TempDir,
+    file: PathBuf,
+    url: String,
+    id: String,
+}
+
+/// Each author uploads with tus-js-client and lists only their own upload. Bob, given Ann's
+/// upload URL to resume, gets 404 for its `HEAD` (tus-js-client, which has an endpoint, then
+/// makes an upload of his own; Ann's is untouched); Ann resuming the same URL finds her upload
+/// complete.
+#[cfg_attr(
+    missing_node,
+    ignore = "needs node and npm (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tus_js_authors_see_only_their_own_uploads() {
+    let h = with_authors().await;
+    let mut up = Vec::new();
+    for (i, (u, pw)) in AUTHORS.into_iter().enumerate() {
+        let name = format!("tus-js-{u}.bin");
+        let (dir, file, data) = test_file(&name, MIB + i, 71 + i as u64);
+        let j = tus_js_upload(serde_json::json!({
+            "endpoint": h.url("/v1/uploads"),
+            "authorization": basic(u, pw),
+            "file": file,
+            "chunkSize": 256 * 1024,
+        }))
+        .await;
+        let url = j["url"].as_str().unwrap().to_string();
+        let id = upload_id(&url, &h.url(""));
+        check_media(&h, &id, &data, &name, "application/octet-stream").await;
+        assert_eq!(owner_of(&h, &id).await, u);
+        up.push(Uploaded {
+            _dir: dir,
+            file,
+            url,
+            id,
+        });
+    }
+    for ((u, pw), mine) in AUTHORS.into_iter().zip(&up) {
+        assert_eq!(listed_by(&h, u, pw).await, vec![mine.id.clone()], "{u}");
+    }
+    let (ann, (bob, bob_pw)) = (&up[0], AUTHORS[1]);
+    let j = tus_js_upload(serde_json::json!({
+        "endpoint": h.url("/v1/uploads"),
+        "authorization": basic(bob, bob_pw),
+        "file": ann.file,
+        "uploadUrl": ann.url,
+    }))
+    .await;
+    assert_eq!(j["requests"][0], "HEAD 404", "{j}");
+    assert_eq!(answered(&j, "POST"), 1, "{j}");
+    let theirs = upload_id(j["url"].as_str().unwrap(), &h.url(""));
+    assert_ne!(theirs, ann.id);
+    assert_eq!(owner_of(&h, &theirs).await, bob);
+    assert_eq!(owner_of(&h, &ann.id).await, "ann");
+    assert_eq!(
+        listed_by(&h, AUTHORS[0].0, AUTHORS[0].1).await,
+        vec![ann.id.clone()]
+    );
+    // Ann resumes her own: found, and complete (nothing more is sent).
+    let j = tus_js_upload(serde_json::json!({
+        "endpoint": h.url("/v1/uploads"),
+        "authorization": basic(AUTHORS[0].0, AUTHORS[0].1),
+        "file": ann.file,
+        "uploadUrl": ann.url,
+    }))
+    .await;
+    assert_eq!(j["requests"], serde_json::json!(["HEAD 200"]), "{j}");
+    assert_eq!(j["url"], ann.url.as_str(), "{j}");
+}
+
+/// The same with tuspy: each author's listing holds their own upload only; tuspy given
+/// another author's upload URL stops at its `HEAD`, 404, and sends nothing; given its own, it
+/// finds the upload complete.
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tuspy_authors_see_only_their_own_uploads() {
+    let h = with_authors().await;
+    let mut up = Vec::new();
+    for (i, (u, pw)) in AUTHORS.into_iter().enumerate() {
+        let name = format!("tuspy-{u}.bin");
+        let (dir, file, data) = test_file(&name, MIB + 3 + i, 81 + i as u64);
+        let j = tuspy_upload(serde_json::json!({
+            "endpoint": h.url("/v1/uploads"),
+            "authorization": basic(u, pw),
+            "file": file,
+            "chunk_size": 256 * 1024,
+        }))
+        .await;
+        let url = j["url"].as_str().unwrap().to_string();
+        let id = upload_id(&url, &h.url(""));
+        check_media(&h, &id, &data, &name, "application/octet-stream").await;
+        assert_eq!(owner_of(&h, &id).await, u);
+        up.push(Uploaded {
+            _dir: dir,
+            file,
+            url,
+            id,
+        });
+    }
+    for ((u, pw), mine) in AUTHORS.into_iter().zip(&up) {
+        assert_eq!(listed_by(&h, u, pw).await, vec![mine.id.clone()], "{u}");
+    }
+    // Each given the other's upload URL: 404 at the HEAD, nothing sent or made.
+    let before = h.list_all().await.len();
+    for ((u, pw), theirs) in AUTHORS.into_iter().zip(up.iter().rev()) {
+        let mut cmd = Command::new(tuspy());
+        cmd.arg(repo("testsuite/py/tus_upload.py")).arg(
+            serde_json::json!({
+                "endpoint": h.url("/v1/uploads"),
+                "authorization": basic(u, pw),
+                "file": theirs.file,
+                "resume": theirs.url,
+            })
+            .to_string(),
+        );
+        let out = run(cmd).await;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let j: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap();
+        assert!(!out.status.success(), "{u} resumed another's upload: {j}");
+        assert_eq!(
+            (j["ok"].as_bool(), j["status"].as_u64()),
+            (Some(false), Some(404)),
+            "{j}"
+        );
+    }
+    assert_eq!(h.list_all().await.len(), before);
+    // Its own: complete.
+    let (u, pw) = AUTHORS[0];
+    let j = tuspy_upload(serde_json::json!({
+        "endpoint": h.url("/v1/uploads"),
+        "authorization": basic(u, pw),
+        "file": up[0].file,
+        "resume": up[0].url,
+    }))
+    .await;
+    assert_eq!(j["url"], up[0].url.as_str(), "{j}");
+    assert_eq!(j["bytes"], j["size"], "{j}");
+    assert_eq!(h.list_all().await.len(), before);
 }

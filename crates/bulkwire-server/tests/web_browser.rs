@@ -20,6 +20,10 @@
 //! only images with the type filter, names the token it is signed in with (not "token"), and
 //! at 375 px breaks `application/octet-stream` after its slash, never inside a word.
 //!
+//! Owners: an author signed in sees only their items and, in the header, their usage against
+//! their quota (moving when they upload); the administrator sees everyone's items, each card
+//! with its owner, and narrows them to one owner with the owner filter.
+//!
 //! A missing runtime (node, npm, Debian's chromium, an npm registry that cannot be reached)
 //! FAILS the test with what to install, as in tus_browser.rs; when node or chromium was
 //! already missing at build time (and `CI` unset), the test is marked ignored instead.
@@ -587,5 +591,144 @@ async fn upload_controls_pause_resume_cancel_and_refusal_in_headless_chromium() 
             ))
         });
         assert!(allowed, "browser console: {line}\n{j}");
+    }
+}
+
+/// Whose items the page shows (who may do what), in headless Chromium. An author signed in
+/// with their user name and password sees only their own items, no owner on the cards and no
+/// owner filter, and in the header their name with their role and their usage against their
+/// quota, which moves when they upload a file in the page. Signed out, and in again with the
+/// administrator's token: everyone's items, each card showing its owner, and the owner filter
+/// narrows them to one owner's.
+#[cfg_attr(
+    any(missing_chromium, missing_node),
+    ignore = "needs chromium and node (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_author_sees_their_own_and_the_administrator_everyone_s_with_owners_in_chromium() {
+    use bulkwire_server::principal::Role;
+    use bulkwire_server::store::Quota;
+    let browser = chromium();
+    let modules = node_modules();
+    let h = start(Limits::default()).await;
+    let origin = format!("http://{}", h.srv.addr);
+    let users = [("ann", "ann-pass:word"), ("bob", "bob-pass:word")];
+    for (u, pw) in users {
+        add_user(&h, u, pw, Role::Author).await;
+    }
+    let quota = Quota {
+        bytes: Some(10 * MIB as u64),
+        items: Some(50),
+    };
+    assert!(h.srv.state.meta.user_quota("ann", quota).await.unwrap());
+    // Ann's three items (600 bytes), Bob's two.
+    let mut owner = std::collections::HashMap::new();
+    for (u, pw, sizes) in [
+        ("ann", users[0].1, &[100, 200, 300][..]),
+        ("bob", users[1].1, &[150, 150][..]),
+    ] {
+        for (i, n) in sizes.iter().enumerate() {
+            let r = h
+                .http
+                .put(h.url(&format!("/v1/media/{u}-{i}.txt")))
+                .basic_auth(u, Some(pw))
+                .header("content-type", "text/plain")
+                .body(vec![b'x'; *n])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201);
+            let j: Value = r.json().await.unwrap();
+            owner.insert(j["media"][0]["id"].as_str().unwrap().to_string(), u);
+        }
+    }
+    let of = |owner: &std::collections::HashMap<String, &str>, u: &str| -> BTreeSet<String> {
+        let ids = owner.iter().filter(|(_, o)| **o == u);
+        ids.map(|(id, _)| id.clone()).collect()
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ann-in-the-page.txt");
+    std::fs::write(&file, vec![b'y'; 100]).unwrap();
+    let mut cmd = Command::new("node");
+    cmd.env("NODE_PATH", modules)
+        .arg(repo("testsuite/node/web_chromium.js"))
+        .arg(
+            serde_json::json!({
+                "scenario": "owners",
+                "origin": origin,
+                "token": TOKEN,
+                "user": {"name": users[0].0, "password": users[0].1},
+                "files": [file],
+                "ownerFilter": "bob",
+                "chromium": browser,
+                "timeoutMs": DRIVER_MS,
+            })
+            .to_string(),
+        );
+    let (out, took) = run_client(cmd, CLIENT_DEADLINE).await;
+    let j = report(&out);
+    println!("owners in Chromium: {took:.1?} for the browser run");
+    let o = &j["owners"];
+    let ids = |cards: &Value| -> BTreeSet<String> {
+        let cards = cards.as_array().unwrap().iter();
+        cards
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // The author: their own items only, no owners shown, their usage against their quota.
+    let a = &o["author"];
+    assert_eq!(a["who"], "ann (author)", "{o}");
+    assert_eq!(a["usage"], "600 B of 10.0 MiB, 3 of 50 items", "{o}");
+    assert_eq!(a["ownerFieldHidden"], true, "{o}");
+    let anns = of(&owner, "ann");
+    assert_eq!(ids(&a["cards"]), anns, "{o}");
+    let after = &o["authorAfterUpload"];
+    assert_eq!(after["usage"], "700 B of 10.0 MiB, 4 of 50 items", "{o}");
+    let mine = ids(&after["cards"]);
+    let new: Vec<&String> = mine.difference(&anns).collect();
+    assert_eq!(new.len(), 1, "{o}");
+    let listed = h.list_all().await;
+    let m = listed.iter().find(|m| m["id"] == new[0].as_str()).unwrap();
+    assert_eq!(
+        (m["owner"].as_str(), m["filename"].as_str()),
+        (Some("ann"), Some("ann-in-the-page.txt"))
+    );
+    owner.insert(new[0].clone(), "ann");
+    for c in a["cards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(after["cards"].as_array().unwrap())
+    {
+        assert!(c["owner"].is_null(), "an author's card shows an owner: {c}");
+    }
+
+    // The administrator: everyone's, each card with its owner; then Bob's only.
+    let ad = &o["admin"];
+    assert_eq!(ad["who"], "admin", "{o}");
+    assert_eq!(ad["ownerFieldHidden"], false, "{o}");
+    let all: BTreeSet<String> = owner.keys().cloned().collect();
+    assert_eq!(ids(&ad["cards"]), all, "{o}");
+    for c in ad["cards"].as_array().unwrap() {
+        let id = c["id"].as_str().unwrap();
+        assert_eq!(c["owner"].as_str(), Some(owner[id]), "{c}");
+    }
+    assert_eq!(ids(&o["filtered"]), of(&owner, "bob"), "{o}");
+    for c in o["filtered"].as_array().unwrap() {
+        assert_eq!(c["owner"], "bob", "{c}");
+    }
+
+    assert_eq!(j["foreign"], serde_json::json!([]), "{j}");
+    assert_eq!(j["csp"], serde_json::json!([]), "{j}");
+    for line in j["console"].as_array().unwrap() {
+        let line = line.as_str().unwrap();
+        assert!(
+            line.starts_with(
+                "error: Failed to load resource: the server responded with a status of 401"
+            ),
+            "browser console: {line}\n{j}"
+        );
     }
 }

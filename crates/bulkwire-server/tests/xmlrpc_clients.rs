@@ -6,7 +6,9 @@
 //! cannot install it). Every upload is downloaded back from the URL the
 //! client was given and compared by SHA-256: by this test with the user's
 //! Basic auth, and by the script itself (urllib.request) with no
-//! credentials at all, since that URL is the item's capability link.
+//! credentials at all, since that URL is the item's capability link. Two
+//! authors with python-wordpress-xmlrpc see only their own items, as in
+//! WordPress.
 
 mod common;
 
@@ -145,4 +147,83 @@ async fn python_wordpress_xmlrpc_client() {
     assert_eq!(j["library"], serde_json::json!([up["id"]]));
     assert_eq!(j["bad_login"], "Incorrect username or password.");
     assert_eq!(h.list_all().await.len(), 1);
+}
+
+/// Two authors with python-wordpress-xmlrpc, as in WordPress: each one's media library holds
+/// their own uploads only; the other's item is fault 404 to `wp.getMediaItem` and to
+/// `wp.deletePost` (and stays); each deletes their own.
+#[cfg_attr(
+    missing_python,
+    ignore = "needs python3 with venv (missing when this test was built; with CI set it fails instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_wordpress_xmlrpc_authors_see_only_their_own() {
+    let py = venv_python("wordpress_xmlrpc");
+    let h = start(Limits::default()).await;
+    let users = [("ann", "ann-pass:word"), ("bob", "bob-pass:word")];
+    for (u, pw) in users {
+        add_user(&h, u, pw, bulkwire_server::principal::Role::Author).await;
+    }
+    let file = h.data().join("in.bin");
+    std::fs::write(&file, payload(100_000, 23)).unwrap();
+    let mut cmd = Command::new(&py);
+    cmd.arg(script())
+        .arg("authors")
+        .arg(h.url("/xmlrpc"))
+        .args([users[0].0, users[0].1])
+        .arg(&file)
+        .args([users[1].0, users[1].1])
+        .env("NO_PROXY", "127.0.0.1");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let owners: std::collections::HashMap<String, String> = h
+        .list_all()
+        .await
+        .iter()
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap().to_string();
+            (s("id"), s("owner"))
+        })
+        .collect();
+    for (u, _) in users {
+        let a = &j[u];
+        let ups: Vec<String> = a["uploads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(ups.len(), 2, "{j}");
+        let mut both = ups.clone();
+        both.sort();
+        assert_eq!(a["library"], serde_json::json!(both), "{u}: {j}");
+        assert_eq!(
+            a["other_item"],
+            serde_json::json!([404, "Invalid attachment ID."]),
+            "{u}: {j}"
+        );
+        assert_eq!(
+            a["delete_other"],
+            serde_json::json!([404, "Invalid post ID."]),
+            "{u}: {j}"
+        );
+        assert_eq!(a["delete_own"], true, "{u}: {j}");
+        assert_eq!(a["library_after"], serde_json::json!([ups[0]]), "{u}: {j}");
+        // The server's view: the kept one is theirs (the other's delete removed nothing),
+        // the deleted one is gone.
+        assert_eq!(
+            owners.get(&ups[0]).map(String::as_str),
+            Some(u),
+            "{owners:?}"
+        );
+        assert!(!owners.contains_key(&ups[1]), "{owners:?}");
+    }
+    assert_eq!(owners.len(), 2, "{owners:?}");
 }

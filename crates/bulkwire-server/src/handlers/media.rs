@@ -285,9 +285,14 @@ pub async fn list(
     query: Option<&str>,
 ) -> Result<Response, ApiError> {
     let mut q = list_query(query.unwrap_or(""), state.config.limits.list_limit)?;
-    // Without every owner in reach, only one's own; with it, `owner=`
-    // narrows to one.
+    // `owner=` narrows to one owner within reach. Without every owner in
+    // reach, that is only one's own: another owner's items are none of
+    // one's own (an empty page), never one's own under another name.
     if let Some(own) = who.owner() {
+        if q.owner.as_deref().is_some_and(|o| o != own) {
+            let empty = serde_json::json!({"media": [], "next": null});
+            return Ok(response::json(StatusCode::OK, &empty));
+        }
         q.owner = Some(own.to_string());
     }
     let (order, limit) = (q.order, q.limit);

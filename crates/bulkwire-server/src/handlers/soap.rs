@@ -10,7 +10,8 @@
 //! [`staging::STAGE_INPUT`] body bytes the staged bytes go to storage
 //! through [`FileSink`], so memory per upload does not grow with the file.
 //! The answer is `uploadResponse` (`id`, `url`, `size`, `sha256`) in the
-//! request's SOAP version.
+//! request's SOAP version; `url`, the item's link, only for a principal
+//! with `read` (links are handed out to no one else).
 //!
 //! Errors are SOAP faults in the request's version (from its
 //! `Content-Type`): `Client`/`Sender` for the client's errors, `Server`/
@@ -211,11 +212,10 @@ async fn run(
         .ok_or_else(|| ApiError::storage("no row committed"))?;
     let uploaded = Uploaded {
         id: r.id.clone(),
-        url: format!(
-            "{}{}",
-            crate::response::base_url(&state.config, headers),
-            state.links.path(&r.id)
-        ),
+        url: who.gets_links().then(|| {
+            let base = crate::response::base_url(&state.config, headers);
+            format!("{base}{}", state.links.path(&r.id))
+        }),
         size: r.size,
         sha256: r.sha256.clone(),
     };

@@ -458,7 +458,7 @@ impl Call<'_> {
         }
         // Checked in `gate` before the bits; again here so that the commit
         // never depends on that ordering alone.
-        methods::login(&self.ctx, params, Scopes::UPLOAD).await?;
+        let who = methods::login(&self.ctx, params, Scopes::UPLOAD).await?;
         let data = &params[3];
         let name = data.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() {
@@ -482,6 +482,7 @@ impl Call<'_> {
             m,
             self.ctx.base,
             &self.ctx.state.links,
+            who.gets_links(),
         ))
     }
 }

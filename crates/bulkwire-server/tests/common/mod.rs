@@ -4,6 +4,7 @@
 
 pub mod clients;
 
+use bulkwire_server::principal::Role;
 use bulkwire_server::store::{
     AzureConfig, BlobStore, BlobStream, BlobWriter, BoxFut, CredentialStore, FsBlobStore,
     GcsConfig, Lease, LeaseStore, ListQuery, MediaRecord, MediaStore, MetaCore, MetaError,
@@ -44,6 +45,25 @@ pub async fn start(limits: Limits) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let (blobs, meta) = (blob_store(dir.path()), meta_store(dir.path()).await);
     start_with(dir, limits, blobs, meta).await
+}
+
+/// A server on the stores the test run is about, with `edit` applied to
+/// the test configuration (`[auth]` keys, limits).
+pub async fn start_edited(edit: impl FnOnce(&mut Config)) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let (blobs, meta) = (blob_store(dir.path()), meta_store(dir.path()).await);
+    let mut c = config(dir.path(), Limits::default());
+    edit(&mut c);
+    let srv = Server::bind_with(c, blobs, meta)
+        .await
+        .unwrap()
+        .spawn()
+        .unwrap();
+    Harness {
+        srv,
+        dir,
+        http: client(),
+    }
 }
 
 /// The stores the suite runs against. `BULKWIRE_TEST_STORES=shared` is
@@ -234,6 +254,15 @@ impl Probe {
         }
     }
 
+    /// Unfinished resumable uploads' bytes: spool files under
+    /// data/uploads, or the S3 multipart uploads they are.
+    pub fn spool_count(&self) -> usize {
+        match backend() {
+            Backend::Embedded => count_files(&self.dir.join("uploads")),
+            Backend::Shared => self.temp_count(),
+        }
+    }
+
     pub fn blob_exists(&self, id: &str) -> bool {
         match backend() {
             Backend::Embedded => self.dir.join("blobs").join(id).exists(),
@@ -361,11 +390,13 @@ pub async fn start_with(
 }
 
 /// A metadata store with `insert` and/or `ready` failing with the given
-/// errors; everything else is the wrapped store's own.
+/// errors, token lookups as slow as `token_delay` (a store across the
+/// network); everything else is the wrapped store's own.
 pub struct FailingMeta {
     pub inner: Arc<dyn MetaStore>,
     pub insert: Option<MetaError>,
     pub ready: Option<MetaError>,
+    pub token_delay: Option<std::time::Duration>,
 }
 
 impl FailingMeta {
@@ -374,6 +405,7 @@ impl FailingMeta {
             inner,
             insert: None,
             ready: None,
+            token_delay: None,
         }
     }
 }
@@ -444,7 +476,13 @@ impl CredentialStore for FailingMeta {
         self.inner.token_add(digest, t)
     }
     fn token_find(&self, digest: [u8; 32]) -> BoxFut<'_, Result<Option<Token>, MetaError>> {
-        self.inner.token_find(digest)
+        let delay = self.token_delay;
+        Box::pin(async move {
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            self.inner.token_find(digest).await
+        })
     }
     fn token_used<'a>(&'a self, id: &'a str) -> BoxFut<'a, Result<(), MetaError>> {
         self.inner.token_used(id)
@@ -671,6 +709,34 @@ impl Harness {
             .unwrap_or("")
             .to_string()
     }
+}
+
+/// Adds a stored user with `role` to the server's store (HTTP Basic, XML-RPC
+/// and SOAP logins with `password`).
+pub async fn add_user(h: &Harness, name: &str, password: &str, role: Role) {
+    let meta = &*h.srv.state.meta;
+    let made =
+        bulkwire_server::auth::set_user(meta, name, password.as_bytes(), UserSet::Create, role)
+            .await
+            .unwrap();
+    assert!(made, "user {name} exists already");
+}
+
+/// Adds a stored token of `owner` with `scopes` (`upload,read`) to the
+/// server's store; returns the secret to send as `Bearer`.
+pub async fn add_token(h: &Harness, owner: &str, scopes: &str) -> String {
+    let t = bulkwire_server::auth::new_token();
+    let nt = NewToken {
+        label: format!("{owner} {scopes}"),
+        owner: owner.into(),
+        scopes: scopes.into(),
+        expires: None,
+    };
+    let meta = &*h.srv.state.meta;
+    meta.token_add(bulkwire_server::auth::token_digest(&t), nt)
+        .await
+        .unwrap();
+    t
 }
 
 pub fn count_files(dir: &Path) -> usize {

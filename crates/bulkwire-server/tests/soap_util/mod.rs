@@ -97,7 +97,8 @@ pub fn text<'a>(els: &'a [El], local: &str) -> Option<&'a str> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Uploaded {
     pub id: String,
-    pub url: String,
+    /// Absent for a credential without `read` (no link is handed out).
+    pub url: Option<String>,
     pub size: u64,
     pub sha256: String,
 }
@@ -111,7 +112,7 @@ pub fn uploaded(doc: &[u8], env_ns: &str) -> Uploaded {
     assert_eq!(r.depth, 2, "uploadResponse is the Body's child");
     Uploaded {
         id: text(&els, "id").expect("id").to_owned(),
-        url: text(&els, "url").expect("url").to_owned(),
+        url: text(&els, "url").map(str::to_owned),
         size: text(&els, "size").expect("size").parse().unwrap(),
         sha256: text(&els, "sha256").expect("sha256").to_owned(),
     }

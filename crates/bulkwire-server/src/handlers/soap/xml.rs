@@ -53,7 +53,9 @@ fn envelope(v: SoapVersion, body: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Uploaded {
     pub id: String,
-    pub url: String,
+    /// The item's link; `None` (no `url` element) for a principal without
+    /// `read`, to whom links are not handed out.
+    pub url: Option<String>,
     pub size: u64,
     pub sha256: String,
 }
@@ -61,11 +63,15 @@ pub struct Uploaded {
 /// The `uploadResponse` envelope; its children are unqualified, like the
 /// request's (the schema's default `elementFormDefault`).
 pub fn response(v: SoapVersion, u: &Uploaded) -> String {
+    let url = u
+        .url
+        .as_ref()
+        .map(|l| format!("<url>{}</url>", escape(l)))
+        .unwrap_or_default();
     let body = format!(
-        "<m:uploadResponse xmlns:m=\"{NS}\"><id>{}</id><url>{}</url><size>{}</size>\
+        "<m:uploadResponse xmlns:m=\"{NS}\"><id>{}</id>{url}<size>{}</size>\
          <sha256>{}</sha256></m:uploadResponse>",
         escape(&u.id),
-        escape(&u.url),
         u.size,
         escape(&u.sha256)
     );
@@ -139,7 +145,7 @@ const WSDL: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
         <xs:complexType>
           <xs:sequence>
             <xs:element name="id" type="xs:string"/>
-            <xs:element name="url" type="xs:string"/>
+            <xs:element name="url" type="xs:string" minOccurs="0"/>
             <xs:element name="size" type="xs:long"/>
             <xs:element name="sha256" type="xs:string"/>
           </xs:sequence>
@@ -224,14 +230,17 @@ mod tests {
 
     #[test]
     fn response_escapes_values() {
-        let u = Uploaded {
+        let mut u = Uploaded {
             id: "a&b".into(),
-            url: "/v1/media/a&b".into(),
+            url: Some("/v1/media/a&b".into()),
             size: 3,
             sha256: "00".into(),
         };
         let r = response(SoapVersion::Soap12, &u);
         assert!(r.contains("<id>a&amp;b</id><url>/v1/media/a&amp;b</url><size>3</size>"));
         assert!(r.contains(SoapVersion::Soap12.namespace()));
+        u.url = None;
+        let r = response(SoapVersion::Soap11, &u);
+        assert!(r.contains("<id>a&amp;b</id><size>3</size>"), "{r}");
     }
 }

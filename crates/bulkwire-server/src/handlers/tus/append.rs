@@ -635,8 +635,8 @@ pub async fn complete_saved(
     row.open = false;
     row.expires = super::expires(state);
     let quota = st.granted.quota();
-    match state.meta.upload_save(&row, media, quota).await? {
-        Some(rec) => {
+    match state.meta.upload_save(&row, media, quota).await {
+        Ok(Some(rec)) => {
             if rec.is_some() {
                 let m = &state.metrics;
                 m.files_stored
@@ -644,7 +644,33 @@ pub async fn complete_saved(
             }
             Ok(rec)
         }
-        None => Err(taken_over()),
+        Ok(None) => Err(taken_over()),
+        Err(e) if e.over_quota.is_some() => {
+            remove_refused(state, &row, st.spool.clone()).await;
+            Err(e.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A finished upload its owner's quota has no room for leaves nothing, as
+/// a refused upload of any other kind (the 413 tells the client to start
+/// again once there is room): its blob goes, then its row. Kept, its bytes
+/// would hold storage that no usage counts until the upload expired. If
+/// the blob cannot be removed now, the row stays for the janitor to
+/// remove both when it expires.
+async fn remove_refused(state: &Arc<AppState>, row: &UploadRow, spool: Spool) {
+    if let Err(e) = state.blobs.spool_abort(&row.id, spool).await {
+        return tracing::warn!(
+            id = row.id,
+            "removing an upload over quota: {e} (it expires)"
+        );
+    }
+    if let Err(e) = state.meta.upload_remove(&row.id, row.gen).await {
+        tracing::warn!(
+            id = row.id,
+            "removing an upload over quota: {e} (it expires)"
+        );
     }
 }
 

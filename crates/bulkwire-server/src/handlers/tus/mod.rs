@@ -85,7 +85,7 @@ pub async fn route(state: &Arc<AppState>, req: Request<Incoming>, rest: &str) ->
             let r = head(state, &id, proto, req.headers(), &who).await;
             answer(state, r, proto)
         }
-        (Method::PATCH, false) => patch(state, req, &id, proto).await,
+        (Method::PATCH, false) => patch(state, req, &id, proto, who.gets_links()).await,
         (Method::DELETE, false) => answer(state, terminate(state, &id, &who).await, proto),
         (m, collection) => {
             let allow = match collection {
@@ -196,10 +196,15 @@ fn location(state: &AppState, h: &HeaderMap, id: &str) -> String {
 }
 
 /// `Link` to a finished upload's media (same id): its link (`crate::links`),
-/// which works without credentials, as every `url` the server hands out.
-fn media_link(state: &AppState, h: &HeaderMap, id: &str) -> String {
-    let base = response::base_url(&state.config, h);
-    format!("<{base}{}>; rel=\"related\"", state.links.path(id))
+/// which works without credentials, as every `url` the server hands out,
+/// and as every one only to a principal that gets links (`readable`:
+/// [`Principal::gets_links`]).
+fn set_link(r: &mut Response, state: &AppState, h: &HeaderMap, id: &str, readable: bool) {
+    if readable {
+        let base = response::base_url(&state.config, h);
+        let link = format!("<{base}{}>; rel=\"related\"", state.links.path(id));
+        set(r, "link", link);
+    }
 }
 
 /// What a creation request declares.
@@ -408,14 +413,18 @@ async fn create_run(
             Ok((o, complete)) => {
                 offset = Some(o);
                 if complete {
-                    set(&mut r, "link", media_link(state, h, &id));
+                    set_link(&mut r, state, h, &id, who.gets_links());
                 }
             }
             Err(e) => {
                 // The client never learns the upload's URL: nothing of it
                 // may stay (nor count against open_uploads).
-                if let Err(t) = terminate(state, &id, who).await {
-                    tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                // (Already gone when it was refused over quota.)
+                match terminate(state, &id, who).await {
+                    Err(t) if t.kind != Kind::NotFound => {
+                        tracing::warn!(id, "removing a failed creation: {t} (it expires)");
+                    }
+                    _ => {}
                 }
                 return Err(e);
             }
@@ -424,7 +433,7 @@ async fn create_run(
         // Nothing to wait for: an empty file is complete at once.
         recover_completion(state, &id).await?;
         offset = Some(0);
-        set(&mut r, "link", media_link(state, h, &id));
+        set_link(&mut r, state, h, &id, who.gets_links());
     } else if proto != Proto::Tus {
         offset = Some(0);
     }
@@ -580,8 +589,15 @@ pub(super) fn mismatch(at: u64) -> ApiError {
     )
 }
 
-/// `PATCH /v1/uploads/{id}`.
-async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: Proto) -> Response {
+/// `PATCH /v1/uploads/{id}`; `readable`: the answer that completes it may
+/// hand out the item's link.
+async fn patch(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    id: &str,
+    proto: Proto,
+    readable: bool,
+) -> Response {
     let (parts, body) = req.into_parts();
     let mut reader = BodyReader::new(state, &parts, body);
     let r = patch_run(state, &parts.headers, id, proto, &mut reader).await;
@@ -594,7 +610,7 @@ async fn patch(state: &Arc<AppState>, req: Request<Incoming>, id: &str, proto: P
         let mut r = no_content();
         set(&mut r, "upload-offset", offset);
         if complete {
-            set(&mut r, "link", media_link(state, &parts.headers, id));
+            set_link(&mut r, state, &parts.headers, id, readable);
         }
         set(&mut r, "upload-expires", proto::http_date(expires(state)));
         if let Proto::Ietf(_) = proto {
@@ -716,7 +732,7 @@ async fn head(
         let m = state.meta.get(id, who.owner()).await?;
         let m = m.ok_or_else(|| not_found(id))?;
         let mut r = status_answer(proto, m.size, Some(m.size), true);
-        set(&mut r, "link", media_link(state, h, id));
+        set_link(&mut r, state, h, id, who.gets_links());
         r.headers_mut().insert(
             http::header::CACHE_CONTROL,
             HeaderValue::from_static("no-store"),
@@ -753,7 +769,7 @@ async fn head(
     }
     set(&mut r, "upload-expires", proto::http_date(row.expires));
     if st.complete {
-        set(&mut r, "link", media_link(state, h, id));
+        set_link(&mut r, state, h, id, who.gets_links());
     }
     Ok(r)
 }
@@ -842,13 +858,14 @@ async fn concat_final(
     let mut parts = Vec::with_capacity(ids.len());
     let mut total = 0u64;
     for pid in ids {
-        // Another owner's partial upload is as good as missing; an expired
+        // Another owner's partial upload is as good as missing (404, as a
+        // missing upload is on every tus route, and in tusd); an expired
         // one is the janitor's (it may be removing it now).
         let row = state.meta.upload_get(pid).await?;
         let row = row
             .filter(|r| who.sees(&r.owner) && r.expires >= now())
             .ok_or_else(|| {
-                ApiError::new(Kind::Malformed, format!("Upload-Concat: no upload {pid}"))
+                ApiError::new(Kind::NotFound, format!("Upload-Concat: no upload {pid}"))
             })?;
         let st = UploadState::parse(pid, &row.state)?;
         if !(st.is_partial() && st.complete) {
@@ -904,6 +921,6 @@ async fn concat_final(
     *r.status_mut() = StatusCode::CREATED;
     set(&mut r, "location", location(state, h, &rec.id));
     set(&mut r, "upload-offset", rec.size);
-    set(&mut r, "link", media_link(state, h, &rec.id));
+    set_link(&mut r, state, h, &rec.id, who.gets_links());
     Ok(r)
 }

@@ -362,7 +362,12 @@ async fn media_item(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
     }
     let m = ctx.state.meta.get(&id, who.owner()).await;
     let m = m.map_err(storage_fault)?.ok_or_else(not_found)?;
-    Ok(media_struct(&m, ctx.base, &ctx.state.links))
+    Ok(media_struct(
+        &m,
+        ctx.base,
+        &ctx.state.links,
+        who.gets_links(),
+    ))
 }
 
 /// `wp.deletePost(blog_id, username, password, post_id)` for an
@@ -452,7 +457,7 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
             if skip > 0 {
                 skip -= 1;
             } else if out.len() < f.number {
-                out.push(media_struct(m, ctx.base, &ctx.state.links));
+                out.push(media_struct(m, ctx.base, &ctx.state.links, true));
             }
         }
     }
@@ -464,12 +469,22 @@ async fn library(ctx: &Ctx<'_>, params: &[In]) -> Result<Out, Failure> {
 /// size and the SHA-256 (WordPress has `filesize` there too).
 /// `url`, `link` and an image's `thumbnail` are its capability link
 /// (`crate::links`): a WordPress client or an `<img>` fetches it as is.
-pub fn media_struct(m: &MediaRecord, base: &str, links: &crate::links::Links) -> Out {
-    let link = format!("{base}{}", links.path(&m.id));
+/// Links go only to a principal with `read` (`readable`); for another
+/// (a JWT that may only upload) the three are empty strings.
+pub fn media_struct(
+    m: &MediaRecord,
+    base: &str,
+    links: &crate::links::Links,
+    readable: bool,
+) -> Out {
+    let link = match readable {
+        true => format!("{base}{}", links.path(&m.id)),
+        false => String::new(),
+    };
     let name = m.filename.clone().unwrap_or_default();
     let s = |v: &str| Value::String(v.to_string());
     let size = i32::try_from(m.size).map_or(Value::I8(m.size as i64), Value::Int);
-    let thumb = if m.content_type.starts_with("image/") {
+    let thumb = if m.content_type.starts_with("image/") && readable {
         link.as_str()
     } else {
         ""
@@ -594,7 +609,7 @@ mod tests {
     #[test]
     fn media_struct_has_wordpress_members() {
         let links = crate::links::Links::new(vec![1; 32], None);
-        let v = media_struct(&rec("image/png"), "http://h", &links);
+        let v = media_struct(&rec("image/png"), "http://h", &links, true);
         let url = format!("http://h{}", links.path(&"0".repeat(32)));
         assert!(url.starts_with("http://h/v1/media/00000000"), "{url}");
         assert_eq!(v.get("url").and_then(Value::as_str), Some(url.as_str()));
@@ -610,9 +625,15 @@ mod tests {
             size: 5 << 30,
             ..rec("x/y")
         };
-        let v = media_struct(&big, "", &links);
+        let v = media_struct(&big, "", &links, true);
         let md = v.get("metadata").unwrap();
         assert_eq!(md.get("filesize"), Some(&Value::I8(5 << 30)));
         assert_eq!(v.get("thumbnail").and_then(Value::as_str), Some(""));
+        // No link for a principal without read: url, link and thumbnail empty.
+        let v = media_struct(&rec("image/png"), "http://h", &links, false);
+        for k in ["url", "link", "thumbnail"] {
+            assert_eq!(v.get(k).and_then(Value::as_str), Some(""), "{k}");
+        }
+        assert_eq!(v.get("id").and_then(Value::as_str), Some(&*"0".repeat(32)));
     }
 }
