@@ -803,17 +803,20 @@ fn two_nodes_share_media_and_credentials() {
     assert_eq!(r.status, 206, "{}", r.head);
     assert_eq!(r.body, by_name("big.bin")[PART - 10..PART + 10]);
     assert_eq!(s3_keys(sw, &s), uploaded.keys().cloned().collect());
-    // The 12 MiB file went up as a multipart upload of three parts.
-    let key = format!("/{}/{}/{big}", s.bucket, s.prefix);
-    let (status, head) = must(sw.s3_curl("HEAD", &key, &[]));
-    let etag = head
-        .lines()
-        .find(|l| l.to_ascii_lowercase().starts_with("etag:"));
-    assert_eq!(status, 200, "{head}");
-    assert!(
-        etag.is_some_and(|e| e.trim_end().ends_with("-3\"")),
-        "{head}"
-    );
+    // The 12 MiB file went up as a multipart upload of three parts (S3's
+    // ETag says so; Azure's blocks and a GCS session leave no such mark).
+    if object_store() == "s3" {
+        let key = format!("/{}/{}/{big}", s.bucket, s.prefix);
+        let (status, head) = must(sw.s3_curl("HEAD", &key, &[]));
+        let etag = head
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("etag:"));
+        assert_eq!(status, 200, "{head}");
+        assert!(
+            etag.is_some_and(|e| e.trim_end().ends_with("-3\"")),
+            "{head}"
+        );
+    }
 
     // Deleted through B: gone for A, and from the bucket.
     let r = must_call(b.addr, "DELETE", &format!("/v1/media/{big}"), &[AUTH], b"");
