@@ -256,6 +256,13 @@ impl Probe {
 
     /// Unfinished resumable uploads' bytes: spool files under
     /// data/uploads, or the S3 multipart uploads they are.
+    /// Whether [`Probe::spool_count`] sees unfinished uploads: not on
+    /// Azure or GCS, whose uncommitted blocks and open sessions cannot be
+    /// listed (it is 0 there, as [`Probe::temp_count`]).
+    pub fn sees_spools(&self) -> bool {
+        backend() == Backend::Embedded || object_store() == "s3"
+    }
+
     pub fn spool_count(&self) -> usize {
         match backend() {
             Backend::Embedded => count_files(&self.dir.join("uploads")),
