@@ -180,8 +180,9 @@ impl S3Spool {
     async fn send_part(&mut self) -> io::Result<()> {
         self.settle().await?;
         let idx = self.parts.len();
-        if idx >= crate::S3Config::MAX_PARTS {
-            let e = format!("more than S3's {} parts", crate::S3Config::MAX_PARTS);
+        let cloud = self.s3.cloud;
+        if idx >= cloud.max_parts {
+            let e = format!("more than {}'s {} parts", cloud.name, cloud.max_parts);
             return Err(self
                 .s3
                 .error("put_part", &self.key, io::ErrorKind::Other, e));
