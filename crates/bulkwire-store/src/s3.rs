@@ -697,6 +697,13 @@ impl BlobStore for ObjectBlobStore {
     ) -> BoxFut<'a, io::Result<bool>> {
         Box::pin(async move {
             let key = self.s3.variant_key(id, name)?;
+            // GCS writes go through its JSON API (`crate::gcs`), which has
+            // no create-only mode here: a variant is made the same from
+            // the same bytes and parameters, so a second writer's copy is
+            // the first one's bytes again.
+            if self.s3.put_json.is_some() {
+                return self.s3.put(&key, bytes.into()).await.map(|()| true);
+            }
             let opts = object_store::PutOptions::from(object_store::PutMode::Create);
             let put = self.s3.store.put_opts(&key, bytes.clone().into(), opts);
             match put.await {
