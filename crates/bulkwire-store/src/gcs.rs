@@ -12,32 +12,49 @@
 //!
 //! - a blob smaller than a part is one `uploadType=media` upload;
 //! - a larger one is a resumable upload session: its session URI is the
-//!   multipart upload id (noted in the lease, saved in a resumable
-//!   upload's row, so any node can go on with it), every part is one
-//!   chunk at its fixed offset (`Content-Range: bytes A-B/*`, a multiple of
-//!   256 KiB: [`GcsConfig::PART_ALIGN`]), and the last one carries the total
+//!   multipart upload id (noted in the lease), every part is one chunk at
+//!   its fixed offset (`Content-Range: bytes A-B/*`, a multiple of 256 KiB:
+//!   [`GcsConfig::PART_ALIGN`]), and the last one carries the total
 //!   (`bytes A-B/TOTAL`), which finalizes the object. A blob whose size is
 //!   a whole number of parts is finalized by an empty `bytes */TOTAL`.
-//!   Nothing is visible at the key before that, as with S3.
+//!   Nothing is visible at the key before that, as with S3. GCS may keep
+//!   less of a chunk than was sent; its `308`'s `Range` says how much, and
+//!   the rest is sent again from there.
+//! - a resumable upload's spool ([`crate::spool`]) is no session: its
+//!   parts are objects `PREFIX/tus/ID/parts/NNNNNN` (one `media` upload
+//!   each, a part sent again replaces it), named in the saved state by
+//!   generation and length, and finishing composes them into the key (32
+//!   per request, in rounds; each at its saved generation) and deletes
+//!   them. Its upload id is `parts:` and their folder; abort deletes them.
 //!
-//! Each part's id records where it ended (`e:END`, or `f:END` for the
-//! chunk that finalized), so completing needs no status query: the
-//! emulator answers one (`bytes */*`) by finalizing the object.
-//! Aborting deletes the session (GCS answers 499).
+//! Why spools cannot use a session: a writer that takes over an upload
+//! cannot know whether the one before it (killed, or cut off) got a chunk
+//! into the session after the state it saved, and a session keeps what it
+//! got. Sending the chunk again is not idempotent: the emulator appends it
+//! a second time (fake-gcs-server 1.54 ignores the chunk's offset), and
+//! GCS ignores bytes it already has (its docs, "resumable uploads",
+//! "resent data"), so the dead writer's stay, whatever the new one sends;
+//! asking first (`bytes */*`) is no way out, since the emulator answers
+//! that by finalizing the object, and GCS's answer would name bytes no
+//! saved state vouches for. Part objects are S3's parts again: the saved
+//! state decides which bytes the blob gets. (A spool saved with a session
+//! URI, by a node before this layout, goes on in its session.)
 //!
-//! A chunk is sent once its predecessor is settled, never twice by one
-//! writer. Unlike S3's parts, a chunk sent again (a writer that took over
-//! an upload resending a part its first node sent but did not save) is
-//! not idempotent on the emulator, which appends it again; GCS itself
-//! expects the client to resume from the offset it reports.
+//! Each session part's id records where it ended (`e:END`, or `f:END` for
+//! the chunk that finalized), so completing needs no status query.
+//! Aborting deletes the session (GCS answers 499). A chunk is sent once
+//! its predecessor is settled, never twice by one writer.
 
 use crate::s3::{invalid, Clients, Cloud, Common, ObjectBlobStore};
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures_util::TryStreamExt;
 use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorage, GoogleCloudStorageBuilder};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
-use object_store::{ClientOptions, MultipartId, PutPayload, PutResult, RetryConfig};
+use object_store::{
+    ClientOptions, MultipartId, ObjectStore, ObjectStoreExt, PutPayload, PutResult, RetryConfig,
+};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,6 +168,7 @@ impl ObjectBlobStore {
             bucket: cfg.bucket.clone(),
             creds: store.credentials().clone(),
             part_size: cfg.part_size,
+            objects: Arc::new(store.clone()),
         });
         let credentials = credentials_source(&cfg.vars);
         let clients = Clients {
@@ -222,6 +240,8 @@ pub(crate) struct GcsJson {
     bucket: String,
     creds: GcpCredentialProvider,
     part_size: usize,
+    /// `object_store`'s client, to list and delete a spool's part objects.
+    objects: Arc<dyn ObjectStore>,
 }
 
 impl std::fmt::Debug for GcsJson {
@@ -244,7 +264,109 @@ fn body(payload: PutPayload) -> (u64, reqwest::Body) {
     (len, reqwest::Body::wrap_stream(s))
 }
 
+/// The bytes of `payload` after its first `n`.
+fn skip(payload: &PutPayload, mut n: usize) -> PutPayload {
+    let mut rest = Vec::new();
+    for b in payload.iter() {
+        match n >= b.len() {
+            true => n -= b.len(),
+            false => {
+                rest.push(b.slice(n..));
+                n = 0;
+            }
+        }
+    }
+    rest.into_iter().collect()
+}
+
+/// What a session holds after a `308`: its `Range: bytes=0-N` says `N+1`
+/// bytes, no `Range` none.
+fn persisted(r: &reqwest::Response) -> object_store::Result<u64> {
+    let Some(v) = r.headers().get("range") else {
+        return Ok(0);
+    };
+    let last = v
+        .to_str()
+        .ok()
+        .and_then(|s| s.strip_prefix("bytes=0-"))
+        .and_then(|n| n.parse::<u64>().ok());
+    last.map(|n| n + 1)
+        .ok_or_else(|| generic(format!("a 308 with Range {v:?}")))
+}
+
+/// An object a compose names: where, which generation, how long.
+struct Source {
+    name: Path,
+    generation: String,
+    len: u64,
+}
+
+impl Source {
+    /// From an upload's or a compose's answer (the object resource, whose
+    /// int64 fields are JSON strings).
+    async fn answered(name: Path, r: reqwest::Response) -> object_store::Result<Source> {
+        let v: serde_json::Value =
+            serde_json::from_slice(&r.bytes().await.map_err(generic)?).map_err(generic)?;
+        let field = |k: &str| match &v[k] {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        let (Some(generation), Some(len)) = (field("generation"), field("size")) else {
+            return Err(generic(format!("{name}: no generation or size in {v}")));
+        };
+        let len = len.parse().map_err(generic)?;
+        Ok(Source {
+            name,
+            generation,
+            len,
+        })
+    }
+
+    /// Part `idx` of the upload in `dir`, as its id (`GENERATION:LEN`) names it.
+    fn part(dir: &Path, idx: usize, id: &PartId) -> object_store::Result<Source> {
+        let (generation, len) = id
+            .content_id
+            .split_once(':')
+            .filter(|(g, _)| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|(g, l)| Some((g.to_string(), l.parse().ok()?)))
+            .ok_or_else(|| {
+                generic(format!(
+                    "part id {:?} is not a part object's",
+                    id.content_id
+                ))
+            })?;
+        Ok(Source {
+            name: part_key(dir, idx),
+            generation,
+            len,
+        })
+    }
+}
+
+/// A spool's upload of part objects: this, then the folder of its parts.
+const PARTS: &str = "parts:";
+/// GCS composes at most 32 objects in one request.
+const COMPOSE_MAX: usize = 32;
+
+/// The folder of a part-object upload; `None` for a session URI.
+fn parts_dir(id: &str) -> object_store::Result<Option<Path>> {
+    id.strip_prefix(PARTS)
+        .map(|d| Path::parse(d).map_err(generic))
+        .transpose()
+}
+
+fn part_key(dir: &Path, idx: usize) -> Path {
+    dir.clone().join(format!("{idx:06}").as_str())
+}
+
 impl GcsJson {
+    /// A spool's upload: its parts will be objects under `dir`, composed
+    /// at the end (see the module doc). Sends no request.
+    pub(crate) fn parts_upload(&self, dir: &Path) -> MultipartId {
+        format!("{PARTS}{dir}")
+    }
+
     async fn authed(
         &self,
         req: reqwest::RequestBuilder,
@@ -266,6 +388,14 @@ impl GcsJson {
 
     /// One `uploadType=media` upload.
     pub(crate) async fn put(&self, key: &Path, payload: PutPayload) -> object_store::Result<()> {
+        self.media(key, payload).await.map(drop)
+    }
+
+    async fn media(
+        &self,
+        key: &Path,
+        payload: PutPayload,
+    ) -> object_store::Result<reqwest::Response> {
         let (len, b) = body(payload);
         let req = self
             .http
@@ -274,7 +404,7 @@ impl GcsJson {
             .header("Content-Length", len)
             .body(b);
         let r = self.authed(req).await?.send().await.map_err(generic)?;
-        expect(r, &[200, 201], key).await.map(drop)
+        expect(r, &[200, 201], key).await
     }
 
     async fn chunk(
@@ -284,7 +414,7 @@ impl GcsJson {
         payload: PutPayload,
         want: &[u16],
         key: &Path,
-    ) -> object_store::Result<()> {
+    ) -> object_store::Result<reqwest::Response> {
         let (len, b) = body(payload);
         let req = self
             .http
@@ -293,7 +423,176 @@ impl GcsJson {
             .header("Content-Length", len)
             .body(b);
         let r = self.authed(req).await?.send().await.map_err(generic)?;
-        expect(r, want, key).await.map(drop)
+        expect(r, want, key).await
+    }
+
+    /// Part `idx` of a session, one chunk at its fixed offset; a short one
+    /// is the last, and finalizes. GCS may keep less than a request
+    /// carried ("you should not assume that the server received all bytes
+    /// sent"): its `308` says how much, and the rest goes again.
+    async fn session_part(
+        &self,
+        key: &Path,
+        session: &str,
+        idx: usize,
+        data: PutPayload,
+    ) -> object_store::Result<PartId> {
+        let start = (idx as u64) * self.part_size as u64;
+        let len = data.content_length() as u64;
+        if len == 0 {
+            return Err(generic("an empty chunk"));
+        }
+        let end = start + len;
+        let last = len as usize != self.part_size;
+        let total = match last {
+            true => end.to_string(),
+            false => "*".into(),
+        };
+        let (mut at, mut data) = (start, data);
+        loop {
+            let range = format!("bytes {at}-{}/{total}", end - 1);
+            let r = self.chunk(session, range, data.clone(), &[200, 201, 308], key);
+            let r = r.await?;
+            if r.status().as_u16() != 308 {
+                return match last {
+                    true => Ok(PartId {
+                        content_id: format!("f:{end}"),
+                    }),
+                    false => Err(generic(format!("{key}: finalized before its end"))),
+                };
+            }
+            let held = persisted(&r)?;
+            if !last && held >= end {
+                return Ok(PartId {
+                    content_id: format!("e:{end}"),
+                });
+            }
+            if held <= at || held >= end {
+                let e = format!("{key}: GCS holds {held} bytes after a chunk from {at} to {end}");
+                return Err(generic(e));
+            }
+            data = skip(&data, (held - at) as usize);
+            at = held;
+        }
+    }
+
+    /// Finalizes a session whose last part was whole (`e:END`), unless
+    /// the last chunk did (`f:END`).
+    async fn session_complete(
+        &self,
+        key: &Path,
+        session: &str,
+        parts: &[PartId],
+    ) -> object_store::Result<()> {
+        let last = parts.last().map(|p| p.content_id.as_str()).unwrap_or("e:0");
+        let (kind, end) = last
+            .split_once(':')
+            .ok_or_else(|| generic(format!("part id {last:?} is not GCS's")))?;
+        let total: u64 = end
+            .parse()
+            .map_err(|_| generic(format!("part id {last:?}")))?;
+        if kind != "f" {
+            let range = format!("bytes */{total}");
+            self.chunk(session, range, PutPayload::default(), &[200, 201], key)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Part `idx` of a spool: an object of its own, replaced if sent again.
+    async fn object_part(
+        &self,
+        dir: &Path,
+        idx: usize,
+        data: PutPayload,
+    ) -> object_store::Result<PartId> {
+        let name = part_key(dir, idx);
+        let r = self.media(&name, data).await?;
+        let s = Source::answered(name, r).await?;
+        Ok(PartId {
+            content_id: format!("{}:{}", s.generation, s.len),
+        })
+    }
+
+    /// Composes the parts the ids name (each at the generation its id
+    /// saved, never a later one) into `key`, 32 at a time, then removes
+    /// the part objects.
+    async fn compose_parts(
+        &self,
+        key: &Path,
+        dir: &Path,
+        parts: &[PartId],
+    ) -> object_store::Result<()> {
+        let mut sources = (parts.iter().enumerate())
+            .map(|(i, p)| Source::part(dir, i, p))
+            .collect::<object_store::Result<Vec<_>>>()?;
+        let want: u64 = sources.iter().map(|s| s.len).sum();
+        let mut level = 0;
+        while sources.len() > COMPOSE_MAX {
+            let mut next = Vec::with_capacity(sources.len().div_ceil(COMPOSE_MAX));
+            for (i, group) in sources.chunks(COMPOSE_MAX).enumerate() {
+                next.push(
+                    self.compose(dir.clone().join(format!("c{level}-{i:06}").as_str()), group)
+                        .await?,
+                );
+            }
+            sources = next;
+            level += 1;
+        }
+        if sources.is_empty() {
+            return Err(generic(format!("{key}: no part to compose")));
+        }
+        let made = self.compose(key.clone(), &sources).await?;
+        if made.len != want {
+            let e = format!("{key}: composed {} bytes of parts holding {want}", made.len);
+            return Err(generic(e));
+        }
+        if let Err(e) = self.remove_parts(dir).await {
+            tracing::warn!("GCS {dir}: {e} (removed with the upload)");
+        }
+        Ok(())
+    }
+
+    async fn compose(&self, dest: Path, sources: &[Source]) -> object_store::Result<Source> {
+        let objects: Vec<serde_json::Value> = (sources.iter())
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name.as_ref(),
+                    "objectPreconditions": { "ifGenerationMatch": s.generation },
+                })
+            })
+            .collect();
+        let request = serde_json::json!({
+            "sourceObjects": objects,
+            "destination": { "contentType": "application/octet-stream" },
+        });
+        let url = format!(
+            "{}/storage/v1/b/{}/o/{}/compose",
+            self.base,
+            self.bucket,
+            form_urlencoded(dest.as_ref())
+        );
+        let req = (self.http.post(url))
+            .header("Content-Type", "application/json")
+            .body(request.to_string());
+        let r = self.authed(req).await?.send().await.map_err(generic)?;
+        let r = expect(r, &[200], &dest).await?;
+        Source::answered(dest, r).await
+    }
+
+    /// Deletes every object under `dir`.
+    async fn remove_parts(&self, dir: &Path) -> object_store::Result<()> {
+        let keys: Vec<Path> = (self.objects.list(Some(dir)))
+            .map_ok(|m| m.location)
+            .try_collect()
+            .await?;
+        for k in keys {
+            match self.objects.delete(&k).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -336,6 +635,8 @@ fn form_urlencoded(s: &str) -> String {
     out
 }
 
+/// Sessions for uploads (`create_multipart`), part objects for spools
+/// ([`GcsJson::parts_upload`]); the id says which an upload is.
 #[async_trait]
 impl MultipartStore for GcsJson {
     async fn create_multipart(&self, path: &Path) -> object_store::Result<MultipartId> {
@@ -362,25 +663,10 @@ impl MultipartStore for GcsJson {
         part_idx: usize,
         data: PutPayload,
     ) -> object_store::Result<PartId> {
-        let start = (part_idx as u64) * self.part_size as u64;
-        let len = data.content_length() as u64;
-        if len == 0 {
-            return Err(generic("an empty chunk"));
+        match parts_dir(id)? {
+            Some(dir) => self.object_part(&dir, part_idx, data).await,
+            None => self.session_part(path, id, part_idx, data).await,
         }
-        let end = start + len;
-        // A whole part goes on; a short one is the last, and finalizes.
-        let (range, want, id_of) = match len as usize == self.part_size {
-            true => (format!("bytes {start}-{}/*", end - 1), &[308u16][..], "e"),
-            false => (
-                format!("bytes {start}-{}/{end}", end - 1),
-                &[200u16, 201][..],
-                "f",
-            ),
-        };
-        self.chunk(id, range, data, want, path).await?;
-        Ok(PartId {
-            content_id: format!("{id_of}:{end}"),
-        })
     }
 
     async fn complete_multipart(
@@ -389,17 +675,9 @@ impl MultipartStore for GcsJson {
         id: &MultipartId,
         parts: Vec<PartId>,
     ) -> object_store::Result<PutResult> {
-        let last = parts.last().map(|p| p.content_id.as_str()).unwrap_or("e:0");
-        let (kind, end) = last
-            .split_once(':')
-            .ok_or_else(|| generic(format!("part id {last:?} is not GCS's")))?;
-        let total: u64 = end
-            .parse()
-            .map_err(|_| generic(format!("part id {last:?}")))?;
-        if kind != "f" {
-            let range = format!("bytes */{total}");
-            self.chunk(id, range, PutPayload::default(), &[200, 201], path)
-                .await?;
+        match parts_dir(id)? {
+            Some(dir) => self.compose_parts(path, &dir, &parts).await?,
+            None => self.session_complete(path, id, &parts).await?,
         }
         Ok(PutResult {
             e_tag: None,
@@ -409,6 +687,9 @@ impl MultipartStore for GcsJson {
     }
 
     async fn abort_multipart(&self, path: &Path, id: &MultipartId) -> object_store::Result<()> {
+        if let Some(dir) = parts_dir(id)? {
+            return self.remove_parts(&dir).await;
+        }
         let req = self.http.delete(id.as_str());
         let r = self.authed(req).await?.send().await.map_err(generic)?;
         // GCS answers a cancelled session with 499.
@@ -430,5 +711,31 @@ mod tests {
         let e = ObjectBlobStore::gcs(c).unwrap_err().to_string();
         assert!(e.contains("multiple of 256 KiB"), "{e}");
         assert_eq!(form_urlencoded("p/tus/x y"), "p%2Ftus%2Fx%20y");
+    }
+
+    #[test]
+    fn part_objects_and_what_a_session_holds() {
+        let dir = Path::parse("p/tus/ab/parts").unwrap();
+        let id = format!("{PARTS}{dir}");
+        assert_eq!(parts_dir(&id).unwrap(), Some(dir.clone()));
+        assert_eq!(parts_dir("https://h/upload?upload_id=x").unwrap(), None);
+        let p = PartId {
+            content_id: "1712:5242880".into(),
+        };
+        let s = Source::part(&dir, 7, &p).unwrap();
+        assert_eq!(s.name.as_ref(), "p/tus/ab/parts/000007");
+        assert_eq!((s.generation.as_str(), s.len), ("1712", 5 << 20));
+        let session = PartId {
+            content_id: "e:5242880".into(),
+        };
+        assert!(Source::part(&dir, 0, &session).is_err());
+        let payload: PutPayload = [Bytes::from_static(b"abc"), Bytes::from_static(b"defg")]
+            .into_iter()
+            .collect();
+        let rest = |n| skip(&payload, n).into_iter().flatten().collect::<Vec<u8>>();
+        assert_eq!(rest(0), b"abcdefg");
+        assert_eq!(rest(3), b"defg");
+        assert_eq!(rest(5), b"fg");
+        assert_eq!(rest(7), b"");
     }
 }

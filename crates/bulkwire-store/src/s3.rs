@@ -546,6 +546,21 @@ impl Shared {
         (self.parts.create_multipart(key).await).map_err(self.fail("create_multipart", key))
     }
 
+    /// The multipart upload of a resumable upload's spool. On GCS, part
+    /// objects under `dir` (a session cannot be continued by another
+    /// writer: see [`crate::gcs`]); elsewhere the service's own, as for a
+    /// blob.
+    pub(crate) async fn create_spool_upload(
+        &self,
+        key: &Path,
+        dir: &Path,
+    ) -> io::Result<MultipartId> {
+        match &self.put_json {
+            Some(gcs) => Ok(gcs.parts_upload(dir)),
+            None => self.create_multipart(key).await,
+        }
+    }
+
     pub(crate) async fn put_part(
         &self,
         key: &Path,
