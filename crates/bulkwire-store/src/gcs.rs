@@ -44,6 +44,10 @@
 //! the chunk that finalized), so completing needs no status query.
 //! Aborting deletes the session (GCS answers 499). A chunk is sent once
 //! its predecessor is settled, never twice by one writer.
+//!
+//! A variant is one `multipart` upload with `ifGenerationMatch=0`: the
+//! first one stays (the emulator checks conditions on that kind of upload
+//! only).
 
 use crate::s3::{invalid, Clients, Cloud, Common, ObjectBlobStore};
 use async_trait::async_trait;
@@ -389,6 +393,33 @@ impl GcsJson {
     /// One `uploadType=media` upload.
     pub(crate) async fn put(&self, key: &Path, payload: PutPayload) -> object_store::Result<()> {
         self.media(key, payload).await.map(drop)
+    }
+
+    /// A create-only write (`ifGenerationMatch=0`): false where an object
+    /// is there already. A `multipart` upload (metadata, then the bytes),
+    /// the one kind whose conditions the emulator (1.54) checks.
+    pub(crate) async fn put_new(&self, key: &Path, bytes: Bytes) -> object_store::Result<bool> {
+        let boundary = format!("bulkwire-{}", crate::new_id());
+        let head = format!(
+            "--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{{}}\r\n\
+             --{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n"
+        );
+        let tail = format!("\r\n--{boundary}--\r\n");
+        let parts = [Bytes::from(head), bytes, Bytes::from(tail)];
+        let (len, b) = body(parts.into_iter().collect());
+        let url = format!("{}&ifGenerationMatch=0", self.upload_url("multipart", key));
+        let req = (self.http.post(url))
+            .header(
+                "Content-Type",
+                format!("multipart/related; boundary={boundary}"),
+            )
+            .header("Content-Length", len)
+            .body(b);
+        let r = self.authed(req).await?.send().await.map_err(generic)?;
+        match r.status().as_u16() {
+            412 => Ok(false),
+            _ => expect(r, &[200, 201], key).await.map(|_| true),
+        }
     }
 
     async fn media(

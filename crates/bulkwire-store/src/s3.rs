@@ -700,10 +700,11 @@ impl BlobStore for ObjectBlobStore {
         })
     }
 
-    /// One `PUT` with `If-None-Match: *` (S3's conditional write): the
-    /// first variant stays. A store without conditional writes takes a
-    /// plain `PUT`, where the last one stays; a variant's bytes are a
-    /// function of its blob and name, so either is the same variant.
+    /// One `PUT` with `If-None-Match: *` (S3's conditional write), on GCS
+    /// one upload with `ifGenerationMatch=0`: the first variant stays. A
+    /// store without conditional writes takes a plain `PUT`, where the
+    /// last one stays; a variant's bytes are a function of its blob and
+    /// name, so either is the same variant.
     fn variant_put<'a>(
         &'a self,
         id: &'a str,
@@ -712,12 +713,12 @@ impl BlobStore for ObjectBlobStore {
     ) -> BoxFut<'a, io::Result<bool>> {
         Box::pin(async move {
             let key = self.s3.variant_key(id, name)?;
-            // GCS writes go through its JSON API (`crate::gcs`), which has
-            // no create-only mode here: a variant is made the same from
-            // the same bytes and parameters, so a second writer's copy is
-            // the first one's bytes again.
-            if self.s3.put_json.is_some() {
-                return self.s3.put(&key, bytes.into()).await.map(|()| true);
+            // GCS writes go through its JSON API (`crate::gcs`).
+            if let Some(gcs) = &self.s3.put_json {
+                return gcs
+                    .put_new(&key, bytes)
+                    .await
+                    .map_err(self.s3.fail("put", &key));
             }
             let opts = object_store::PutOptions::from(object_store::PutMode::Create);
             let put = self.s3.store.put_opts(&key, bytes.clone().into(), opts);
