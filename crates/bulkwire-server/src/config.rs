@@ -141,6 +141,30 @@ pub struct S3Keys {
     /// upload holds at most two parts in memory.
     #[serde(deserialize_with = "bulkwire_units::de::opt_size")]
     pub part_size: Option<u64>,
+    /// Answer a download (a link's or with credentials) with `307` to a
+    /// presigned GET of the object, so that its bytes go from S3 to the
+    /// client without passing through the node. Accepted with Azure and
+    /// GCS blobs, as `part_size` is, where it changes nothing: their
+    /// stores hand out no URL that keeps the item's headers
+    /// (`BlobStore::presign_get`), and the node sends the bytes.
+    pub download_redirect: bool,
+    /// How long a redirect's URL is valid (default 5 minutes), never
+    /// longer than the link it answers.
+    #[serde(deserialize_with = "bulkwire_units::de::opt_secs")]
+    pub download_redirect_ttl: Option<u64>,
+}
+
+impl S3Keys {
+    /// A redirect's lifetime when none is set.
+    pub const DOWNLOAD_REDIRECT_TTL: u64 = 300;
+
+    /// `download_redirect_ttl`, or its default.
+    pub fn redirect_ttl(&self) -> std::time::Duration {
+        let s = self
+            .download_redirect_ttl
+            .unwrap_or(Self::DOWNLOAD_REDIRECT_TTL);
+        std::time::Duration::from_secs(s.max(1))
+    }
 }
 
 /// Milliseconds or nothing (an absent key is `None` through `#[serde(default)]`).
@@ -453,6 +477,11 @@ pub struct Limits {
     /// Longest wait for a request's header block.
     #[serde(deserialize_with = "bulkwire_units::de::millis")]
     pub header_timeout_ms: u64,
+    /// Longest a write to a client may wait without a byte accepted
+    /// (nginx's `send_timeout`): a client that stops reading a download
+    /// holds its socket buffer and nothing more, and is closed after this.
+    #[serde(deserialize_with = "bulkwire_units::de::millis")]
+    pub send_timeout_ms: u64,
     /// Uploads in progress at once (503 beyond).
     pub max_uploads: usize,
     /// Bytes all uploads in progress may hold in memory together; each
@@ -691,6 +720,7 @@ impl Default for Limits {
             epilogue: 16 << 10,
             idle_timeout_ms: 30_000,
             header_timeout_ms: 30_000,
+            send_timeout_ms: 60_000,
             max_uploads: 64,
             memory_budget: 256 << 20,
             read_buffer: 256 << 10,
@@ -760,6 +790,7 @@ impl Limits {
             ("write_batch", self.write_batch as u64),
             ("idle_timeout_ms", self.idle_timeout_ms),
             ("header_timeout_ms", self.header_timeout_ms),
+            ("send_timeout_ms", self.send_timeout_ms),
             ("list_limit", self.list_limit as u64),
             ("linger_ms", self.linger_ms),
             ("linger_idle_ms", self.linger_idle_ms),

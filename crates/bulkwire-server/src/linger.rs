@@ -14,8 +14,16 @@
 //! first (Python's `http.client`, `xmlrpc.client`) has read it. A lingering
 //! connection holds a 16 KiB buffer and its descriptor, no upload slot and
 //! no memory reservation, and is counted in `/metrics`.
+//!
+//! [`Io`] also bounds how long a write may wait (`send_timeout_ms`, nginx's
+//! `send_timeout`): a client that stops reading holds its socket buffer
+//! and nothing more, and once no byte has been accepted for that long the
+//! write fails and hyper closes the connection. And it sends a download's
+//! file bytes with `sendfile(2)` where the body stands for them
+//! (`crate::sendfile`).
 
 use crate::conns::ConnHandle;
+use crate::sendfile::{self, FileSlot};
 use crate::state::AppState;
 use std::future::Future;
 use std::io;
@@ -49,6 +57,13 @@ pub struct Io {
     /// Counted in the lingering gauge (until the linger ends or drops).
     counted: bool,
     finished: bool,
+    /// Shared with each download body served on this connection.
+    slot: Arc<FileSlot>,
+    /// Armed while a write waits: no byte accepted until it fires.
+    stall: Option<Pin<Box<Sleep>>>,
+    stalled: bool,
+    /// `TCP_CORK` set for a download's head and file.
+    corked: bool,
 }
 
 /// The discard buffer of a lingering connection.
@@ -63,6 +78,107 @@ impl Io {
             linger: None,
             counted: false,
             finished: false,
+            slot: Arc::default(),
+            stall: None,
+            stalled: false,
+            corked: false,
+        }
+    }
+
+    /// What a download body on this connection shares with its I/O.
+    pub fn file_slot(&self) -> Arc<FileSlot> {
+        self.slot.clone()
+    }
+
+    /// Writes `bufs`: up to the first download placeholder as they are,
+    /// a placeholder as its file's bytes.
+    fn poll_write_bufs(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let first = sendfile::first_placeholder(bufs);
+        if first.is_some() != self.corked {
+            // Corked from a download's head to its last byte; anything else
+            // (the next answer) goes out as it is written.
+            self.corked = first.is_some();
+            sendfile::cork(&self.stream, self.corked);
+        }
+        match first {
+            None => Pin::new(&mut self.stream).poll_write_vectored(cx, bufs),
+            Some(0) => self.poll_send_file(cx, &bufs[0]),
+            Some(i) => Pin::new(&mut self.stream).poll_write_vectored(cx, &bufs[..i]),
+        }
+    }
+
+    fn poll_send_file(
+        &mut self,
+        cx: &mut Context<'_>,
+        placeholder: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let send = self.slot.expect(placeholder)?;
+        loop {
+            ready!(self.stream.poll_write_ready(cx))?;
+            let r = self.stream.try_io(tokio::io::Interest::WRITABLE, || {
+                sendfile::send_file(&self.stream, &send)
+            });
+            match r {
+                Ok(n) => {
+                    if self.slot.sent(n) {
+                        self.corked = false;
+                        sendfile::cork(&self.stream, false);
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => {
+                    self.slot
+                        .fail(e.kind(), "the download's file could not be sent");
+                    return Poll::Ready(Err(e));
+                }
+            }
+        }
+    }
+
+    /// A write's outcome under `send_timeout_ms`: waiting starts the clock,
+    /// any byte accepted stops it, and when it runs out the write fails.
+    fn timed(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match r {
+            Poll::Pending => {
+                if !self.stalled {
+                    // The clock starts at the first wait after progress,
+                    // not at every wait.
+                    let limit = Duration::from_millis(self.state.config.limits.send_timeout_ms);
+                    let deadline = Instant::now() + limit;
+                    match &mut self.stall {
+                        Some(s) => s.as_mut().reset(deadline),
+                        None => self.stall = Some(Box::pin(tokio::time::sleep_until(deadline))),
+                    }
+                    self.stalled = true;
+                }
+                let stall = self.stall.as_mut().expect("armed above or before");
+                if stall.as_mut().poll(cx).is_ready() {
+                    let d = &self.state.metrics.downloads;
+                    d.send_timeouts.fetch_add(1, Relaxed);
+                    self.slot.fail(
+                        io::ErrorKind::TimedOut,
+                        "send_timeout_ms: the client stopped reading",
+                    );
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "send_timeout_ms: the client accepted no byte for that long",
+                    )));
+                }
+                Poll::Pending
+            }
+            r => {
+                self.stalled = false;
+                r
+            }
         }
     }
 
@@ -165,7 +281,8 @@ impl AsyncWrite for Io {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let r = self.poll_write_bufs(cx, &[io::IoSlice::new(buf)]);
+        self.timed(cx, r)
     }
 
     fn poll_write_vectored(
@@ -173,7 +290,8 @@ impl AsyncWrite for Io {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let r = self.poll_write_bufs(cx, bufs);
+        self.timed(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {

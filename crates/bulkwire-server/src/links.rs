@@ -172,12 +172,21 @@ impl Links {
     }
 }
 
+/// The expiry a link's query names (Unix seconds), if any; for a query
+/// [`Links::verify`] passed.
+pub fn expiry(query: &str) -> Option<u64> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("exp="))
+        .and_then(|v| v.parse().ok())
+}
+
 /// Whether a query names a signature at all (then it is a link request, good or bad).
 pub fn has_sig(query: Option<&str>) -> bool {
     query.is_some_and(|q| q.split('&').any(|kv| kv.starts_with("sig=")))
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

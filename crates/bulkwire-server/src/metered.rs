@@ -546,6 +546,28 @@ impl BlobStore for MeteredBlobs {
             self.inner.open(id, offset, len),
         )
     }
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    fn open_file<'a>(
+        &'a self,
+        id: &'a str,
+        variant: Option<&'a str>,
+    ) -> BoxFut<'a, std::io::Result<Option<std::fs::File>>> {
+        timed(
+            self.stats.blob_op(BlobOp::Open),
+            self.inner.open_file(id, variant),
+        )
+    }
+    fn presign_get<'a>(
+        &'a self,
+        id: &'a str,
+        variant: Option<&'a str>,
+        ttl: std::time::Duration,
+        answer: crate::store::Answer<'a>,
+    ) -> BoxFut<'a, std::io::Result<Option<String>>> {
+        self.inner.presign_get(id, variant, ttl, answer)
+    }
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<()>> {
         timed(self.stats.blob_op(BlobOp::Delete), self.inner.delete(id))
     }

@@ -38,7 +38,11 @@ const BUCKETS: [f64; 12] = [
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub bytes_received: AtomicU64,
+    /// Blob bytes sent by hyper from a store's stream (tus `GET` of an
+    /// unfinished upload included); `sendfile`'s are in `downloads`.
     pub bytes_sent: AtomicU64,
+    /// Downloads by store, route and how (`crate::downloads`).
+    pub downloads: std::sync::Arc<crate::downloads::Downloads>,
     uploads: [[AtomicU64; 4]; FORMATS.len()],
     pub files_stored: AtomicU64,
     /// Image variants made and stored (`crate::variants`).
@@ -127,7 +131,7 @@ impl Metrics {
             &mut o,
             "bulkwire_sent_bytes_total",
             "Blob bytes sent in responses.",
-            self.bytes_sent.load(Relaxed),
+            self.bytes_sent.load(Relaxed) + self.downloads.sendfile_total(),
         );
         counter(
             &mut o,
@@ -141,6 +145,7 @@ impl Metrics {
             "Image variants made and stored.",
             self.variants_made.load(Relaxed),
         );
+        self.downloads.render(&mut o);
         self.render_uploads(&mut o);
         self.render_rejected(&mut o);
         counter(
@@ -277,7 +282,7 @@ impl Metrics {
     }
 }
 
-fn header(o: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn header(o: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 

@@ -204,7 +204,11 @@ impl Server {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout())
-            .max_buf_size(limits.read_buffer);
+            .max_buf_size(limits.read_buffer)
+            // Body buffers are queued, never copied: a download's
+            // placeholders must reach the I/O as themselves
+            // (`crate::sendfile`).
+            .writev(true);
         let (stop_tx, stop) = watch::channel(false);
         let janitor = AbortOnDrop(self.spawn_janitor());
         let _link_key = AbortOnDrop(self.spawn_link_key_reload());
@@ -376,9 +380,12 @@ impl Server {
             }
         };
         let peer = stream.peer_addr().ok();
-        let io = TokioIo::new(Io::new(stream, state.clone(), Some(handle.clone())));
+        let io = Io::new(stream, state.clone(), Some(handle.clone()));
+        let slot = io.file_slot();
+        let io = TokioIo::new(io);
         let svc_handle = handle.clone();
-        let svc = service_fn(move |req| {
+        let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(slot.clone());
             let busy = svc_handle.busy();
             handlers::handle(state.clone(), req, busy, peer)
         });

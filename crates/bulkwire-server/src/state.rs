@@ -76,6 +76,7 @@ impl AppState {
             crate::conns::derive_max_connections(crate::conns::descriptor_limit(), l)
         });
         let metrics = Metrics::default();
+        metrics.downloads.set_store(blobs.kind());
         let (blobs, meta) = crate::metered::meter(blobs, meta, &metrics.store);
         metrics
             .max_connections

@@ -23,7 +23,7 @@ use crate::state::AppState;
 use crate::store::MediaRecord;
 use bulkwire_image::{Error as ImgError, Fit, Format, HeaderScan, Output, Spec};
 use bytes::Bytes;
-use http::{HeaderMap, Method};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OnceCell, Semaphore};
@@ -222,12 +222,11 @@ fn source_format(m: &MediaRecord) -> Result<Format, ApiError> {
 
 /// The item's variant `asked`: made if it was not, then sent as a download
 /// is (`ETag`, `Range`, a long `Cache-Control`).
-pub async fn answer(
+pub(crate) async fn answer(
     state: &Arc<AppState>,
-    method: &Method,
+    ask: &crate::handlers::media::Ask<'_>,
     id: &str,
     asked: &Asked,
-    h: &HeaderMap,
     owner: Option<&str>,
 ) -> Result<Response, ApiError> {
     let m = crate::handlers::media::find(state, id, owner).await?;
@@ -239,9 +238,10 @@ pub async fn answer(
         etag,
         content_type: out.media_type(),
         disposition: disposition(&m, out),
-        cache_control: Some("private, max-age=31536000, immutable"),
+        cache_control: ask.cache_control(),
+        modified: m.created,
     };
-    if crate::handlers::media::none_match(h, &sendable.etag) {
+    if sendable.unchanged(ask.headers) {
         return Ok(crate::handlers::media::not_modified(&sendable));
     }
     let size = match state.blobs.variant_size(&m.id, &name).await {
@@ -258,7 +258,8 @@ pub async fn answer(
         Err(e) => return Err(crate::upload::storage_error(e)),
     };
     let key = crate::handlers::media::BlobKey::Variant(&m.id, &name);
-    crate::handlers::media::send(state, method, h, &sendable, key, size).await
+    let route = crate::downloads::Route::Variant;
+    crate::handlers::media::send(state, ask, &sendable, key, size, route).await
 }
 
 /// `inline; filename="photo.webp"`: the item's name with the variant's

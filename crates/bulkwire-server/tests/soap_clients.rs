@@ -237,8 +237,15 @@ async fn node_soap_mtom_and_inline_base64() {
 
 /// CXF's jars (Maven Central, via testsuite/java/cxf/pom.xml) and the
 /// compiled client under target/tmp/cxf, as a class path; fails the test
-/// when Java or Maven is missing or Maven Central unreachable.
+/// when Java or Maven is missing or Maven Central unreachable. Made once
+/// per test process: two tests fetching into the same directory at once
+/// (a fresh clone) had Maven copy over its own copies and fail.
 fn cxf_classpath() -> String {
+    static CLASSPATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CLASSPATH.get_or_init(make_cxf_classpath).clone()
+}
+
+fn make_cxf_classpath() -> String {
     need(Runtime::Java);
     let dir = tmp().join("cxf");
     let lib = dir.join("lib");

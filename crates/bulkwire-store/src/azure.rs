@@ -92,6 +92,11 @@ const AZURE: Cloud = Cloud {
     name: "Azure",
     backend: "azure",
     max_parts: AzureConfig::MAX_BLOCKS,
+    // A SAS overrides the answer's headers with `rsct`, `rscd` and
+    // `rscc`, signed in its string-to-sign, but `object_store`'s Azure
+    // signer signs none of them (its `signed_url_opts` refuses any extra
+    // parameter), and one appended after signing breaks the signature.
+    signs_answers: false,
 };
 
 impl ObjectBlobStore {

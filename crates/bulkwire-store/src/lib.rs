@@ -102,6 +102,15 @@ use std::sync::Arc;
 /// A boxed future, so the traits stay object-safe.
 pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What the object store is to answer a presigned download with
+/// ([`BlobStore::presign_get`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    pub content_type: &'a str,
+    pub disposition: &'a str,
+    pub cache_control: &'a str,
+}
+
 /// The bytes of a stored blob, read in chunks.
 pub type BlobStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>>;
 
@@ -125,6 +134,38 @@ pub trait BlobStore: Send + Sync + 'static {
     /// size from the metadata row: no `stat` on the request path.
     fn open<'a>(&'a self, id: &'a str, offset: u64, len: u64)
         -> BoxFut<'a, io::Result<BlobStream>>;
+
+    /// What kind of store this is (`file`, `s3`, `azure`, `gcs`): the
+    /// `store` label of metrics that are about it.
+    fn kind(&self) -> &'static str;
+
+    /// The local file of blob `id`, or of its variant `variant`, opened
+    /// for reading, for a download the server sends with `sendfile(2)`;
+    /// `None` where blobs are not local files (the object stores), read with
+    /// [`BlobStore::open`]. A missing blob is `NotFound`. No copy, no
+    /// blocking-pool hop: the open is a local system call.
+    fn open_file<'a>(
+        &'a self,
+        id: &'a str,
+        variant: Option<&'a str>,
+    ) -> BoxFut<'a, io::Result<Option<std::fs::File>>>;
+
+    /// A URL that reads blob `id` (or its variant `variant`) for `ttl`
+    /// without credentials, whose answer carries `answer`'s headers (S3's
+    /// `response-content-type`, `response-content-disposition` and
+    /// `response-cache-control`, signed with the rest), for a
+    /// download answered with a redirect; `None` where the store has no
+    /// such URLs (files) or cannot sign all three headers into one (Azure
+    /// and GCS, see the storage chapter): never a URL whose answer would
+    /// lose the disposition. Nothing is asked of the store: the URL is
+    /// signed here, and a missing blob is the URL's 404.
+    fn presign_get<'a>(
+        &'a self,
+        id: &'a str,
+        variant: Option<&'a str>,
+        ttl: std::time::Duration,
+        answer: Answer<'a>,
+    ) -> BoxFut<'a, io::Result<Option<String>>>;
 
     /// Removes a committed blob and its variants; a missing one is not an
     /// error.

@@ -48,7 +48,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
-use object_store::signer::Signer;
+use object_store::signer::{SignedUrlOptions, Signer};
 use object_store::{
     ClientOptions, GetOptions, MultipartId, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
 };
@@ -315,6 +315,12 @@ pub(crate) struct Cloud {
     pub(crate) backend: &'static str,
     /// Most parts (blocks, chunks) of one object.
     pub(crate) max_parts: usize,
+    /// Whether a presigned GET can carry the item's `Content-Type`,
+    /// `Content-Disposition` and `Cache-Control`, signed, and the service
+    /// answers with them ([`BlobStore::presign_get`]). Where it cannot,
+    /// downloads are never redirected: an SVG answered without its
+    /// `attachment` would run as a page on the store's origin.
+    pub(crate) signs_answers: bool,
 }
 
 impl Cloud {
@@ -322,6 +328,9 @@ impl Cloud {
         name: "S3",
         backend: "s3",
         max_parts: S3Config::MAX_PARTS,
+        // SigV4 signs `response-content-type`, `-disposition` and
+        // `-cache-control` with the rest of the query.
+        signs_answers: true,
     };
 }
 
@@ -413,21 +422,6 @@ impl ObjectBlobStore {
                 metadata_seen: Default::default(),
             }),
         })
-    }
-
-    /// A URL that reads blob `id` without other credentials until
-    /// `expires_in` has passed, signed as the service signs (S3 SigV4,
-    /// Azure SAS, GCS V4): room for the downloads' redirect option. The
-    /// store does not hand these out itself.
-    pub async fn signed_get_url(&self, id: &str, expires_in: Duration) -> io::Result<String> {
-        let key = self.s3.key(id)?;
-        let url = self
-            .s3
-            .signer
-            .signed_url(http::Method::GET, &key, expires_in)
-            .await
-            .map_err(self.s3.fail("sign", &key))?;
-        Ok(url.to_string())
     }
 }
 
@@ -790,6 +784,52 @@ impl BlobStore for ObjectBlobStore {
 
     fn spool_finish<'a>(&'a self, id: &'a str, spool: Spool) -> BoxFut<'a, io::Result<()>> {
         Box::pin(crate::s3_spool::finish_saved(self.s3.clone(), id, spool))
+    }
+
+    fn kind(&self) -> &'static str {
+        self.s3.cloud.backend
+    }
+
+    fn open_file<'a>(
+        &'a self,
+        _id: &'a str,
+        _variant: Option<&'a str>,
+    ) -> BoxFut<'a, io::Result<Option<std::fs::File>>> {
+        // Objects are not local files: downloads stream them (`open`).
+        Box::pin(async { Ok(None) })
+    }
+
+    fn presign_get<'a>(
+        &'a self,
+        id: &'a str,
+        variant: Option<&'a str>,
+        ttl: Duration,
+        answer: crate::Answer<'a>,
+    ) -> BoxFut<'a, io::Result<Option<String>>> {
+        Box::pin(async move {
+            let key = match variant {
+                None => self.s3.key(id)?,
+                Some(name) => self.s3.variant_key(id, name)?,
+            };
+            // A URL whose answer lost the item's disposition would let a
+            // browser render an SVG inline: no URL at all then (see
+            // `Cloud::signs_answers`), and the node sends the bytes.
+            if !self.s3.cloud.signs_answers {
+                return Ok(None);
+            }
+            let opts = SignedUrlOptions::new().with_query([
+                ("response-content-type", answer.content_type),
+                ("response-content-disposition", answer.disposition),
+                ("response-cache-control", answer.cache_control),
+            ]);
+            let url = self
+                .s3
+                .signer
+                .signed_url_opts(http::Method::GET, &key, ttl, &opts)
+                .await
+                .map_err(self.s3.fail("presign", &key))?;
+            Ok(Some(url.to_string()))
+        })
     }
 
     fn spool_read<'a>(

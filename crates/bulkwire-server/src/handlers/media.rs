@@ -4,14 +4,24 @@
 //! opaque cursor; see `bulkwire_store::list`), `DELETE /v1/media/{id}`.
 //!
 //! Downloads take the size from the metadata row and open the blob by id:
-//! no `stat`, no directory search. The stored content type is sent with
+//! no `stat`, no directory search. From the file store the bytes go out
+//! with `sendfile(2)` (`crate::sendfile`), from S3 as a stream. An item's
+//! bytes never change under its id, so every download is cacheable for a
+//! year (RFC 9111 §5.2.2, RFC 8246 `immutable`): `public` through a link
+//! without expiry (a CDN may keep it), `public` no longer than the link
+//! lives with one, `private` with credentials (a shared cache must not
+//! serve it to another user); `Last-Modified` is the item's creation
+//! (RFC 9110 §8.8.2), and `If-Modified-Since` is answered 304 when no
+//! `If-None-Match` came (§13.2.2). The stored content type is sent with
 //! `X-Content-Type-Options: nosniff`, and active types (HTML, XML and
 //! `+xml` such as SVG, JavaScript) are sent as attachments, so an upload
 //! cannot run script in the server's origin.
 
+use crate::downloads::{Route, Via};
 use crate::error::{ApiError, Kind};
 use crate::principal::Principal;
 use crate::response::{self, empty, Response};
+use crate::sendfile::{FileBody, FileSlot};
 use crate::state::AppState;
 use crate::store::{is_id, BlobStream, ListQuery, MediaRecord, Order, TypeFilter};
 use bytes::Bytes;
@@ -19,6 +29,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -39,12 +50,53 @@ pub(crate) async fn find(
     state.meta.get(id, owner).await?.ok_or_else(not_found)
 }
 
+/// How a download was asked for: the request's method and headers, its
+/// connection (for `sendfile`), and through what.
+pub(crate) struct Ask<'a> {
+    pub method: &'a Method,
+    pub headers: &'a HeaderMap,
+    slot: Option<Arc<FileSlot>>,
+    pub by: By,
+}
+
+/// What a download was asked through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum By {
+    Credentials,
+    /// A signed link, and its expiry (Unix seconds) if it has one.
+    Link(Option<u64>),
+}
+
+impl<'a> Ask<'a> {
+    pub fn of<B>(req: &'a http::Request<B>, by: By) -> Ask<'a> {
+        Ask {
+            method: req.method(),
+            headers: req.headers(),
+            slot: req.extensions().get::<Arc<FileSlot>>().cloned(),
+            by,
+        }
+    }
+
+    /// `Cache-Control` for bytes that never change under their URL; only
+    /// a link with an expiry needs one of its own.
+    pub(crate) fn cache_control(&self) -> Cow<'static, str> {
+        const YEAR: u64 = 31_536_000;
+        match self.by {
+            By::Credentials => Cow::Borrowed("private, max-age=31536000, immutable"),
+            By::Link(None) => Cow::Borrowed("public, max-age=31536000, immutable"),
+            By::Link(Some(exp)) => {
+                let left = exp.saturating_sub(crate::links::unix_now()).min(YEAR);
+                Cow::Owned(format!("public, max-age={left}, immutable"))
+            }
+        }
+    }
+}
+
 /// `GET` or `HEAD` one blob.
-pub async fn download(
+pub(crate) async fn download(
     state: &Arc<AppState>,
-    method: &Method,
+    ask: &Ask<'_>,
     id: &str,
-    h: &HeaderMap,
     owner: Option<&str>,
 ) -> Result<Response, ApiError> {
     let m = find(state, id, owner).await?;
@@ -57,12 +109,14 @@ pub async fn download(
         etag: format!("\"{}\"", m.sha256),
         content_type: &m.content_type,
         disposition: disposition_for(kind, m.filename.as_deref()),
-        cache_control: None,
+        cache_control: ask.cache_control(),
+        modified: m.created,
     };
-    if none_match(h, &s.etag) {
-        return Ok(not_modified(&s));
-    }
-    send(state, method, h, &s, BlobKey::Item(&m.id), m.size).await
+    let route = match ask.by {
+        By::Credentials => Route::Media,
+        By::Link(_) => Route::Link,
+    };
+    send(state, ask, &s, BlobKey::Item(&m.id), m.size, route).await
 }
 
 /// What a download says of the bytes it sends.
@@ -70,7 +124,43 @@ pub(crate) struct Sendable<'a> {
     pub etag: String,
     pub content_type: &'a str,
     pub disposition: String,
-    pub cache_control: Option<&'static str>,
+    pub cache_control: Cow<'static, str>,
+    /// `Last-Modified`, Unix seconds.
+    pub modified: i64,
+}
+
+impl Sendable<'_> {
+    /// The validators and caching every answer about these bytes carries,
+    /// a 304's too (RFC 9110 §15.4.5).
+    fn validators(&self, hs: &mut HeaderMap) {
+        hs.insert(header::ETAG, hv(&self.etag));
+        let cc = match &self.cache_control {
+            Cow::Borrowed(s) => HeaderValue::from_static(s),
+            Cow::Owned(s) => hv(s),
+        };
+        hs.insert(header::CACHE_CONTROL, cc);
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(self.modified.max(0) as u64);
+        hs.insert(header::LAST_MODIFIED, hv(&httpdate::fmt_http_date(t)));
+    }
+
+    /// Whether the client's copy is current: `If-None-Match` lists the
+    /// tag, or, without `If-None-Match`, `If-Modified-Since` is not before
+    /// the bytes were made (§13.2.2 steps 3 and 4).
+    pub(crate) fn unchanged(&self, h: &HeaderMap) -> bool {
+        if h.contains_key(header::IF_NONE_MATCH) {
+            return none_match(h, &self.etag);
+        }
+        let since = h
+            .get(header::IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok());
+        since.is_some_and(|t| {
+            let secs = t
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            secs >= self.modified
+        })
+    }
 }
 
 /// Which stored bytes a download sends: an item's, or one of its variants.
@@ -80,28 +170,43 @@ pub(crate) enum BlobKey<'a> {
     Variant(&'a str, &'a str),
 }
 
-/// `304 Not Modified` with the tag (and caching) it confirms.
+impl<'a> BlobKey<'a> {
+    /// The blob's id, and the variant's name for a variant.
+    fn parts(self) -> (&'a str, Option<&'a str>) {
+        match self {
+            BlobKey::Item(id) => (id, None),
+            BlobKey::Variant(id, name) => (id, Some(name)),
+        }
+    }
+}
+
+/// `304 Not Modified` with the validators (and caching) it confirms.
 pub(crate) fn not_modified(s: &Sendable<'_>) -> Response {
     let mut r = Response::new(empty());
     *r.status_mut() = StatusCode::NOT_MODIFIED;
-    r.headers_mut().insert(header::ETAG, hv(&s.etag));
-    if let Some(c) = s.cache_control {
-        r.headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
-    }
+    s.validators(r.headers_mut());
     r
 }
 
-/// The one download path (Go's `serveContent`): `Range` and `If-Range`,
-/// the body streamed from the store, the headers of `s`.
+/// The one download path (Go's `serveContent`): the conditions, `Range`
+/// and `If-Range`, the body sent from the store, the headers of `s`.
 pub(crate) async fn send(
     state: &Arc<AppState>,
-    method: &Method,
-    h: &HeaderMap,
+    ask: &Ask<'_>,
     s: &Sendable<'_>,
     key: BlobKey<'_>,
     size: u64,
+    route: Route,
 ) -> Result<Response, ApiError> {
+    let h = ask.headers;
+    if s.unchanged(h) {
+        return Ok(not_modified(s));
+    }
+    if state.config.s3.download_redirect {
+        if let Some(r) = redirect(state, ask, s, key).await? {
+            return Ok(r);
+        }
+    }
     let range = match range_header(h, &s.etag) {
         Some(v) => parse_range(v, size),
         None => RangeReq::Full,
@@ -111,24 +216,16 @@ pub(crate) async fn send(
         RangeReq::Part(a, b) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
         RangeReq::Unsatisfiable => return Ok(unsatisfiable(size)),
     };
-    let body = if method == Method::HEAD || len == 0 {
+    let body = if *ask.method == Method::HEAD || len == 0 {
         empty()
     } else {
-        let opened = match key {
-            BlobKey::Item(id) => state.blobs.open(id, start, len).await,
-            BlobKey::Variant(id, name) => state.blobs.variant_open(id, name, start, len).await,
-        };
-        CountingBody {
-            stream: opened.map_err(open_error)?,
-            state: state.clone(),
-        }
-        .boxed_unsync()
+        body(state, ask, key, (start, len), route).await?
     };
     let mut r = Response::new(body);
     *r.status_mut() = status;
     let hs = r.headers_mut();
     hs.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    hs.insert(header::ETAG, hv(&s.etag));
+    s.validators(hs);
     hs.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     hs.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -138,14 +235,92 @@ pub(crate) async fn send(
         .unwrap_or(HeaderValue::from_static("application/octet-stream"));
     hs.insert(header::CONTENT_TYPE, ct);
     hs.insert(header::CONTENT_DISPOSITION, hv(&s.disposition));
-    if let Some(c) = s.cache_control {
-        hs.insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
-    }
     if status == StatusCode::PARTIAL_CONTENT {
         let cr = format!("bytes {}-{}/{}", start, start + len - 1, size);
         hs.insert(header::CONTENT_RANGE, hv(&cr));
     }
     Ok(r)
+}
+
+/// `307 Temporary Redirect` to a presigned GET of `key` in the object
+/// store, answering with `s`'s type, disposition and caching (`[s3]
+/// download_redirect`); `None` where the store has no such URLs. The URL
+/// lives `download_redirect_ttl`, no longer than the link asked through,
+/// and the redirect itself may be kept for half that: a cached redirect
+/// never points at an expired URL. The conditions were answered before
+/// (304 needs no redirect); `Range` goes to the object store with the
+/// client.
+async fn redirect(
+    state: &Arc<AppState>,
+    ask: &Ask<'_>,
+    s: &Sendable<'_>,
+    key: BlobKey<'_>,
+) -> Result<Option<Response>, ApiError> {
+    let mut ttl = state.config.s3.redirect_ttl();
+    if let By::Link(Some(exp)) = ask.by {
+        let left = exp.saturating_sub(crate::links::unix_now()).max(1);
+        ttl = ttl.min(std::time::Duration::from_secs(left));
+    }
+    let (id, variant) = key.parts();
+    let answer = crate::store::Answer {
+        content_type: s.content_type,
+        disposition: &s.disposition,
+        cache_control: &s.cache_control,
+    };
+    let url = state.blobs.presign_get(id, variant, ttl, answer).await;
+    let Some(url) = url.map_err(crate::upload::storage_error)? else {
+        return Ok(None);
+    };
+    state.metrics.downloads.redirects.fetch_add(1, Relaxed);
+    let mut r = Response::new(empty());
+    *r.status_mut() = StatusCode::TEMPORARY_REDIRECT;
+    let hs = r.headers_mut();
+    hs.insert(header::LOCATION, hv(&url));
+    let keep = format!("private, max-age={}", ttl.as_secs() / 2);
+    hs.insert(header::CACHE_CONTROL, hv(&keep));
+    Ok(Some(r))
+}
+
+/// The bytes `at` of `key`: the file itself, sent by `sendfile`, where
+/// the store keeps local files and the connection can; else the store's
+/// stream.
+async fn body(
+    state: &Arc<AppState>,
+    ask: &Ask<'_>,
+    key: BlobKey<'_>,
+    at: (u64, u64),
+    route: Route,
+) -> Result<crate::response::Body, ApiError> {
+    let (id, variant) = key.parts();
+    let downloads = &state.metrics.downloads;
+    if let Some(slot) = ask.slot.as_ref().filter(|_| crate::sendfile::AVAILABLE) {
+        if let Some(f) = state
+            .blobs
+            .open_file(id, variant)
+            .await
+            .map_err(open_error)?
+        {
+            let b = FileBody::new(f, at, slot.clone(), downloads.clone(), route);
+            return Ok(b.boxed_unsync());
+        }
+    }
+    let (start, len) = at;
+    let opened = match variant {
+        None => state.blobs.open(id, start, len).await,
+        Some(name) => state.blobs.variant_open(id, name, start, len).await,
+    };
+    Ok(counted(state, opened.map_err(open_error)?, route))
+}
+
+/// `stream` as a response body on `route`, counted.
+fn counted(state: &Arc<AppState>, stream: BlobStream, route: Route) -> crate::response::Body {
+    state.metrics.downloads.in_progress.fetch_add(1, Relaxed);
+    CountingBody {
+        stream,
+        state: state.clone(),
+        route,
+    }
+    .boxed_unsync()
 }
 
 /// A blob that cannot be opened: gone under a racing `DELETE` (its row
@@ -314,11 +489,7 @@ pub async fn finishing(
         true => empty(),
         false => {
             let s = state.blobs.open(id, 0, size).await.map_err(open_error)?;
-            CountingBody {
-                stream: s,
-                state: state.clone(),
-            }
-            .boxed_unsync()
+            counted(state, s, Route::Finishing)
         }
     };
     let mut r = Response::new(body);
@@ -333,10 +504,18 @@ pub async fn finishing(
     Ok(r)
 }
 
-/// A blob stream as a response body, counting bytes sent.
+/// A download from a store's stream, counted; in progress until dropped.
 struct CountingBody {
     stream: BlobStream,
     state: Arc<AppState>,
+    route: Route,
+}
+
+impl Drop for CountingBody {
+    fn drop(&mut self) {
+        let d = &self.state.metrics.downloads;
+        d.in_progress.fetch_sub(1, Relaxed);
+    }
 }
 
 impl http_body::Body for CountingBody {
@@ -349,10 +528,9 @@ impl http_body::Body for CountingBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match self.stream.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(b))) => {
-                self.state
-                    .metrics
-                    .bytes_sent
-                    .fetch_add(b.len() as u64, Relaxed);
+                let m = &self.state.metrics;
+                m.bytes_sent.fetch_add(b.len() as u64, Relaxed);
+                m.downloads.sent(self.route, Via::Stream, b.len() as u64);
                 Poll::Ready(Some(Ok(Frame::data(b))))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),

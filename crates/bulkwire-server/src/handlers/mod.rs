@@ -300,7 +300,10 @@ async fn link_download(state: &Arc<AppState>, req: Request<Incoming>, id: &str) 
     let r = match verdict {
         // A link is a capability: whoever holds it reads the item, whoever
         // owns it.
-        Ok(()) => media::download(state, req.method(), id, req.headers(), None).await,
+        Ok(()) => {
+            let ask = media::Ask::of(&req, media::By::Link(crate::links::expiry(query)));
+            media::download(state, &ask, id, None).await
+        }
         Err(crate::links::Refused::Bad) => Err(ApiError::new(Kind::Forbidden, "invalid link")),
         Err(crate::links::Refused::Expired) => Err(ApiError::new(Kind::Forbidden, "expired link")),
     };
@@ -315,7 +318,8 @@ async fn link_variant(state: &Arc<AppState>, req: Request<Incoming>, id: &str) -
         Err(e) => Err(e),
         Ok(asked) => match state.links.verify_variant(id, &asked.params(), query) {
             Ok(()) => {
-                crate::variants::answer(state, req.method(), id, &asked, req.headers(), None).await
+                let ask = media::Ask::of(&req, media::By::Link(crate::links::expiry(query)));
+                crate::variants::answer(state, &ask, id, &asked, None).await
             }
             Err(crate::links::Refused::Bad) => Err(ApiError::new(Kind::Forbidden, "invalid link")),
             Err(crate::links::Refused::Expired) => {
@@ -349,19 +353,21 @@ async fn media_route(
         (Method::GET | Method::HEAD, true) => {
             media::list(state, who, req.headers(), req.uri().query()).await
         }
-        (m @ (Method::GET | Method::HEAD), false) if tail.ends_with("/variant") => {
+        (Method::GET | Method::HEAD, false) if tail.ends_with("/variant") => {
             let id = tail.trim_end_matches("/variant");
             let q = req.uri().query().unwrap_or("");
             let asked = crate::variants::parse(q, &state.config.variant_sizes)?;
-            crate::variants::answer(state, &m, id, &asked, req.headers(), who.owner()).await
+            let ask = media::Ask::of(&req, media::By::Credentials);
+            crate::variants::answer(state, &ask, id, &asked, who.owner()).await
         }
         (_, false) if tail.ends_with("/variant") => {
             let e = ApiError::method_not_allowed(req.method(), "GET, HEAD");
             Ok(reject(state, req, e))
         }
         (Method::PUT, false) => Ok(raw::upload(state, tail, req, who).await),
-        (m @ (Method::GET | Method::HEAD), false) => {
-            media::download(state, &m, tail, req.headers(), who.owner()).await
+        (Method::GET | Method::HEAD, false) => {
+            let ask = media::Ask::of(&req, media::By::Credentials);
+            media::download(state, &ask, tail, who.owner()).await
         }
         (Method::DELETE, false) => {
             let origin = crate::events::Origin::of(state, "rest", req.headers(), req.extensions());

@@ -924,6 +924,25 @@ impl<H: StoreHook> BlobStore for Hooked<H> {
     ) -> BoxFut<'a, std::io::Result<BlobStream>> {
         self.inner.open(id, offset, len)
     }
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    fn open_file<'a>(
+        &'a self,
+        id: &'a str,
+        variant: Option<&'a str>,
+    ) -> BoxFut<'a, std::io::Result<Option<std::fs::File>>> {
+        self.inner.open_file(id, variant)
+    }
+    fn presign_get<'a>(
+        &'a self,
+        id: &'a str,
+        variant: Option<&'a str>,
+        ttl: Duration,
+        answer: bulkwire_server::store::Answer<'a>,
+    ) -> BoxFut<'a, std::io::Result<Option<String>>> {
+        self.inner.presign_get(id, variant, ttl, answer)
+    }
     fn delete<'a>(&'a self, id: &'a str) -> BoxFut<'a, std::io::Result<()>> {
         self.inner.delete(id)
     }

@@ -12,6 +12,8 @@ pub async fn blob_store(b: Arc<dyn BlobStore>, big: usize) {
     b.ready().await.unwrap();
     assert!(!b.describe().await.unwrap().is_empty());
     variants(&*b).await;
+    local_files(&*b).await;
+    presigned(&*b).await;
     for (len, chunk) in [(0, 1), (5, 2), (big, 64 << 10), (big + 12_345, 1 << 20)] {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
         let id = new_id();
@@ -243,4 +245,73 @@ async fn variants(b: &dyn BlobStore) {
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{bad}");
     }
     assert!(b.variant_size("../etc", "x").await.is_err());
+}
+
+/// `open_file`: where a store keeps blobs as local files, the file of a
+/// blob and of a variant holds exactly their bytes, a file opened before
+/// `DELETE` still reads whole after it (a download in progress finishes:
+/// deleting unlinks, never truncates), a missing blob is `NotFound` and a
+/// name that is not a variant's is refused; where it keeps none (S3),
+/// `None` for any id.
+async fn local_files(b: &dyn BlobStore) {
+    use std::io::Read;
+    let all = |f: &mut std::fs::File| {
+        let mut v = Vec::new();
+        f.read_to_end(&mut v).unwrap();
+        v
+    };
+    let id = new_id();
+    write_blob(b, Lease::detached(&id), b"local bytes", 4).await;
+    let Some(mut f) = b.open_file(&id, None).await.unwrap() else {
+        assert!(b.open_file(&new_id(), None).await.unwrap().is_none());
+        b.delete(&id).await.unwrap();
+        return;
+    };
+    let name = "w150-h150-cover.webp";
+    assert!(b
+        .variant_put(&id, name, Bytes::from_static(b"variant"))
+        .await
+        .unwrap());
+    let mut v = b.open_file(&id, Some(name)).await.unwrap().unwrap();
+    let e = b.open_file(&id, Some("../x")).await.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    b.delete(&id).await.unwrap();
+    assert_eq!(all(&mut f), b"local bytes", "an open file outlives DELETE");
+    assert_eq!(all(&mut v), b"variant");
+    for variant in [None, Some(name)] {
+        let e = b.open_file(&id, variant).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{variant:?}");
+    }
+}
+
+/// `presign_get`: a URL only from a store that signs the answer's type,
+/// disposition and caching into it (S3's `response-*`), each one there;
+/// every other store (files, Azure, GCS) answers `None`, so downloads
+/// never reach a URL that would lose an SVG's `attachment`. A name that is
+/// not a variant's is refused either way.
+async fn presigned(b: &dyn BlobStore) {
+    let id = new_id();
+    write_blob(b, Lease::detached(&id), b"signed bytes", 4).await;
+    let answer = crate::Answer {
+        content_type: "image/svg+xml",
+        disposition: "attachment; filename=\"x.svg\"",
+        cache_control: "private, max-age=60",
+    };
+    let ttl = std::time::Duration::from_secs(60);
+    let url = b.presign_get(&id, None, ttl, answer).await.unwrap();
+    let variant = b.presign_get(&id, Some("w150-x.webp"), ttl, answer).await;
+    assert_eq!(url.is_some(), b.kind() == "s3", "{}: {url:?}", b.kind());
+    if let Some(url) = url {
+        let signed = ["X-Amz-Signature=", "response-content-type=image"];
+        let more = [
+            "response-content-disposition=attachment",
+            "response-cache-control=private",
+        ];
+        for p in signed.into_iter().chain(more) {
+            assert!(url.contains(p), "{p} in {url}");
+        }
+        assert!(variant.unwrap().is_some());
+        assert!(b.presign_get(&id, Some("../x"), ttl, answer).await.is_err());
+    }
+    b.delete(&id).await.unwrap();
 }
