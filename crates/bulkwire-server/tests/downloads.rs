@@ -475,8 +475,8 @@ async fn download_redirect_sends_the_client_to_the_object_store() {
         // No URL that keeps the item's headers (files, Azure, GCS): the
         // node sends the bytes, with them, redirect or not.
         assert_eq!(r.status(), 200);
-        let disposition = &r.headers()["content-disposition"];
-        assert_eq!(disposition, "inline; filename=\"a photo.png\"");
+        let disposition = r.headers()["content-disposition"].to_str().unwrap();
+        assert!(disposition.starts_with("inline; filename=\"a photo.png\""));
         assert_eq!(r.headers()["content-type"], "image/png");
         assert_eq!(r.bytes().await.unwrap(), data);
         assert_eq!(d.redirects.load(std::sync::atomic::Ordering::Relaxed), 0);
