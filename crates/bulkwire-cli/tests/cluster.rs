@@ -1627,35 +1627,53 @@ fn rerun_on_azure_and_gcs() {
         return; // the rerun itself
     }
     let only = std::env::var("BULKWIRE_TEST_OBJECT_STORES").unwrap_or_else(|_| "azure,gcs".into());
-    for store in only.split(',').filter(|s| !s.is_empty() && *s != "s3") {
-        let t = Instant::now();
-        let out = Command::new(std::env::current_exe().unwrap())
-            .env("BULKWIRE_TEST_OBJECT_STORE", store)
-            .args([
-                "--exact",
-                "two_nodes_share_media_and_credentials",
-                "kill_9_mid_uploads_other_node_untouched",
-                "resumable_node_killed_inside_the_first_part_resumes_on_another",
-                "resumable_node_killed_mid_part_resumes_on_another",
-                "--test-threads=1",
-            ])
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "the cluster tests on {store} failed:\n{text}"
-        );
+    let stores: Vec<&str> = only
+        .split(',')
+        .filter(|s| !s.is_empty() && *s != "s3")
+        .collect();
+    // Both stores at once, each run in its own process with its own
+    // services and one test at a time: the runs mostly wait (on nodes
+    // starting, on the services), so together they take about as long as
+    // the slower alone (CI time).
+    let runs: Vec<(&str, String, bool, Duration)> = std::thread::scope(|s| {
+        let runs: Vec<_> = stores
+            .iter()
+            .map(|&store| s.spawn(move || cluster_run_on(store)))
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for (store, text, ok, took) in runs {
+        assert!(ok, "the cluster tests on {store} failed:\n{text}");
         assert!(
             text.contains("test result: ok. 4 passed"),
             "on {store}:\n{text}"
         );
-        eprintln!("cluster tests on {store}: 4 passed in {:.1?}", t.elapsed());
+        eprintln!("cluster tests on {store}: 4 passed in {took:.1?}");
     }
+}
+
+/// The node tests again on `store`: the run's output, whether it passed
+/// and how long it took.
+fn cluster_run_on(store: &str) -> (&str, String, bool, Duration) {
+    let t = Instant::now();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .env("BULKWIRE_TEST_OBJECT_STORE", store)
+        .args([
+            "--exact",
+            "two_nodes_share_media_and_credentials",
+            "kill_9_mid_uploads_other_node_untouched",
+            "resumable_node_killed_inside_the_first_part_resumes_on_another",
+            "resumable_node_killed_mid_part_resumes_on_another",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (store, text, out.status.success(), t.elapsed())
 }
 
 #[test]
