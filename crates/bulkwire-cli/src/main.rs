@@ -8,6 +8,7 @@ mod bench;
 mod build;
 mod creds;
 mod events;
+mod health;
 mod load;
 mod parse;
 mod parse_xml;
@@ -53,6 +54,9 @@ enum Command {
     /// rate (the book: docs/src/load.md, "bulkwire bench").
     #[command(subcommand)]
     Bench(bench::Command),
+    /// Ask a running server's /healthz (exit 0 when it answers 2xx): a
+    /// container's HEALTHCHECK where there is no curl.
+    Healthcheck(health::Args),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
         Command::Events(c) => events::events(c),
         Command::Load(a) => load::run(*a),
         Command::Bench(c) => bench::run(c),
+        Command::Healthcheck(a) => health::run(a),
     }
 }
 

@@ -15,6 +15,20 @@
 //! (`<!-- not run by tests/docs.rs: … -->`); the reasons are printed, page by page and line by
 //! line. `text` blocks are synopses, not commands.
 //!
+//! A block about the managed services a site scales out to names, on the line above it, the
+//! stand-ins it runs against (`<!-- run by tests/docs.rs with: postgres azurite fake-gcs
+//! seaweedfs -->`, any of them): `bulkwire-testenv` starts them once, and the block gets what
+//! a reader would have in their place. `postgres`: a PostgreSQL with TLS on at 127.0.0.1,
+//! its port in `PGPORT`, and in the block's directory the CA that signed its certificate
+//! (`ca.pem`), another CA (`other-ca.pem`) and a client certificate for the role `certuser`
+//! (`client.pem`, `client.key`). `azurite`: Azure's emulator, its address in
+//! `AZURITE_BLOB_STORAGE_URL`, a container `media`. `fake-gcs`: fake-gcs-server, a
+//! service-account JSON that points at it in `GOOGLE_SERVICE_ACCOUNT_KEY`, a bucket `media`.
+//! `seaweedfs`: an S3 server with a bucket `media`, its keys in `AWS_ACCESS_KEY_ID` and
+//! `AWS_SECRET_ACCESS_KEY`, its address in `AWS_ENDPOINT_URL` (with `AWS_REGION`,
+//! `AWS_ALLOW_HTTP`). Without any of them, no `AWS_*`, `AZURE_*`, `GOOGLE_*` or `PG*` variable
+//! of the test's own environment reaches a block.
+//!
 //! The other tests here keep the book whole: every page is in `SUMMARY.md` (mdBook builds only
 //! those, and only those are run here), and every relative link of the README and the book
 //! names a file that exists and, with `#anchor`, a heading in it.
@@ -26,6 +40,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NOT_RUN: &str = "<!-- not run by tests/docs.rs:";
+const RUN_WITH: &str = "<!-- run by tests/docs.rs with:";
 /// Longest a block may run (the load examples take a few seconds each).
 const BLOCK_DEADLINE: Duration = Duration::from_secs(180);
 
@@ -34,6 +49,8 @@ struct Block {
     line: usize,
     text: String,
     not_run: Option<String>,
+    /// The stand-ins it runs against (`RUN_WITH`).
+    with: Vec<String>,
 }
 
 fn blocks(md: &str) -> Vec<Block> {
@@ -49,6 +66,15 @@ fn blocks(md: &str) -> Vec<Block> {
         let not_run = prev
             .and_then(|l| l.trim().strip_prefix(NOT_RUN))
             .map(|r| r.trim_end_matches("-->").trim().to_string());
+        let with = prev
+            .and_then(|l| l.trim().strip_prefix(RUN_WITH))
+            .map(|r| {
+                r.trim_end_matches("-->")
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
         let end = i
             + 1
             + lines[i + 1..]
@@ -59,6 +85,7 @@ fn blocks(md: &str) -> Vec<Block> {
             line: i + 1,
             text: lines[i + 1..end].join("\n"),
             not_run,
+            with,
         });
         i = end + 1;
     }
@@ -192,6 +219,82 @@ fn workdir(name: &str) -> PathBuf {
     d
 }
 
+/// The variables of the stand-ins a block names (`RUN_WITH`), each started once per test
+/// process; their files are copied into `dir`.
+fn stand_ins(with: &[String], dir: &Path) -> Vec<(String, String)> {
+    use bulkwire_testenv::must;
+    static BUCKETS: std::sync::Mutex<BTreeSet<&'static str>> =
+        std::sync::Mutex::new(BTreeSet::new());
+    let first = |what: &'static str| BUCKETS.lock().unwrap().insert(what);
+    let mut vars = Vec::new();
+    for w in with {
+        match w.as_str() {
+            "postgres" => {
+                let pg = must(bulkwire_testenv::shared_postgres());
+                let c = pg.certs().expect("the test PostgreSQL runs with TLS");
+                for (from, to) in [
+                    (&c.ca, "ca.pem"),
+                    (&c.other_ca, "other-ca.pem"),
+                    (&c.client_cert, "client.pem"),
+                    (&c.client_key, "client.key"),
+                ] {
+                    std::fs::copy(from, dir.join(to)).unwrap();
+                }
+                vars.push(("PGPORT".into(), pg.port().to_string()));
+            }
+            "azurite" => {
+                let e = must(bulkwire_testenv::shared_azurite());
+                if first("azurite") {
+                    must(e.create_bucket("media"));
+                }
+                vars.extend(
+                    e.vars()
+                        .into_iter()
+                        .filter(|(k, _)| k == "AZURITE_BLOB_STORAGE_URL"),
+                );
+            }
+            "fake-gcs" => {
+                let e = must(bulkwire_testenv::shared_fake_gcs());
+                if first("fake-gcs") {
+                    must(e.create_bucket("media"));
+                }
+                vars.extend(e.vars());
+            }
+            "seaweedfs" => {
+                let sw = must(bulkwire_testenv::shared_seaweed());
+                if first("seaweedfs") {
+                    must(sw.create_bucket("media"));
+                }
+                vars.extend([
+                    ("AWS_ENDPOINT_URL".into(), sw.endpoint()),
+                    ("AWS_REGION".into(), sw.region().into()),
+                    ("AWS_ALLOW_HTTP".into(), "true".into()),
+                    ("AWS_ACCESS_KEY_ID".into(), sw.access_key().into()),
+                    ("AWS_SECRET_ACCESS_KEY".into(), sw.secret_key().into()),
+                ]);
+            }
+            other => panic!("{RUN_WITH} {other}: no such stand-in"),
+        }
+    }
+    vars
+}
+
+/// Variables of the test's own environment that would point a block's `bulkwire` at some
+/// store or credential: a block gets only those its stand-ins set.
+fn is_store_var(k: &str) -> bool {
+    [
+        "AWS_",
+        "AZURE_",
+        "AZURITE_",
+        "GOOGLE_",
+        "GCE_",
+        "IDENTITY_",
+        "PG",
+    ]
+    .iter()
+    .any(|p| k.starts_with(p))
+}
+
 /// Runs one block with bash; panics with its output when it fails or outlives the deadline.
 fn run(doc: &str, block: &Block, dir: &Path, srv: &Server) {
     let bin = Path::new(env!("CARGO_BIN_EXE_bulkwire")).parent().unwrap();
@@ -201,9 +304,15 @@ fn run(doc: &str, block: &Block, dir: &Path, srv: &Server) {
         std::env::var("PATH").unwrap_or_default()
     );
     let script = block.text.replace("127.0.0.1:8080", &srv.addr);
+    let vars = stand_ins(&block.with, dir);
     let t = Instant::now();
-    let mut child = Command::new("bash")
+    let mut cmd = Command::new("bash");
+    for (k, _) in std::env::vars().filter(|(k, _)| is_store_var(k)) {
+        cmd.env_remove(k);
+    }
+    let mut child = cmd
         .args(["-euo", "pipefail", "-c", &script])
+        .envs(vars)
         .current_dir(dir)
         .env("PATH", path)
         .env("TOKEN", &srv.token)

@@ -130,14 +130,23 @@ pub struct S3Keys {
     pub region: Option<String>,
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
+    /// The session token of temporary keys (`AWS_SESSION_TOKEN`).
+    pub session_token: Option<String>,
     pub allow_http: Option<bool>,
+    /// How long the EC2 instance metadata service may take to answer when
+    /// the credential chain falls back to it (default 1 s).
+    #[serde(deserialize_with = "opt_millis")]
+    pub metadata_timeout_ms: Option<u64>,
     /// Bytes per multipart part (default 8 MiB, at least S3's 5 MiB); an
     /// upload holds at most two parts in memory.
     #[serde(deserialize_with = "bulkwire_units::de::opt_size")]
     pub part_size: Option<u64>,
     /// Answer a download (a link's or with credentials) with `307` to a
     /// presigned GET of the object, so that its bytes go from S3 to the
-    /// client without passing through the node.
+    /// client without passing through the node. Accepted with Azure and
+    /// GCS blobs, as `part_size` is, where it changes nothing: their
+    /// stores hand out no URL that keeps the item's headers
+    /// (`BlobStore::presign_get`), and the node sends the bytes.
     pub download_redirect: bool,
     /// How long a redirect's URL is valid (default 5 minutes), never
     /// longer than the link it answers.
@@ -158,6 +167,11 @@ impl S3Keys {
     }
 }
 
+/// Milliseconds or nothing (an absent key is `None` through `#[serde(default)]`).
+fn opt_millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    bulkwire_units::de::millis(d).map(Some)
+}
+
 #[cfg(feature = "s3")]
 impl S3Keys {
     /// The keys set here, over a URL's defaults (the `AWS_*` variables
@@ -169,6 +183,10 @@ impl S3Keys {
         }
         c.access_key_id = self.access_key_id.clone().or(c.access_key_id);
         c.secret_access_key = self.secret_access_key.clone().or(c.secret_access_key);
+        c.session_token = self.session_token.clone().or(c.session_token);
+        if let Some(ms) = self.metadata_timeout_ms {
+            c.metadata_timeout = std::time::Duration::from_millis(ms);
+        }
         c.allow_http = self.allow_http.unwrap_or(c.allow_http);
         if let Some(p) = self.part_size {
             c.part_size = usize::try_from(p).unwrap_or(usize::MAX);

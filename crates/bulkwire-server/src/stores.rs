@@ -8,7 +8,10 @@
 //!   (also `postgresql://`).
 //! - blobs: absent → files under `DATA` (the embedded default); `file:DIR`;
 //!   `s3://BUCKET/PREFIX`, with endpoint, region and credentials from the
-//!   `[s3]` keys, else the `AWS_*` variables.
+//!   `[s3]` keys, else the AWS credential chain; `az://CONTAINER/PREFIX`
+//!   (Azure Blob Storage, `AZURE_*` variables); `gs://BUCKET/PREFIX`
+//!   (Google Cloud Storage, `GOOGLE_*` variables). `[s3] part_size` is
+//!   every object store's part size.
 
 use crate::config::Config;
 use crate::store::{BlobStore, FsBlobStore, MetaStore, SqliteMeta};
@@ -28,6 +31,8 @@ pub enum MetaUrl {
 pub enum BlobUrl {
     Files(PathBuf),
     S3(String),
+    Azure(String),
+    Gcs(String),
 }
 
 impl MetaUrl {
@@ -52,10 +57,13 @@ impl BlobUrl {
         match config.blobs.as_deref().map(str::trim) {
             None | Some("") => Ok(BlobUrl::Files(config.data.clone())),
             Some(u) if u.starts_with("s3://") => Ok(BlobUrl::S3(u.to_string())),
+            Some(u) if u.starts_with("az://") => Ok(BlobUrl::Azure(u.to_string())),
+            Some(u) if u.starts_with("gs://") => Ok(BlobUrl::Gcs(u.to_string())),
             Some(u) => match u.strip_prefix("file:") {
                 Some(p) => Ok(BlobUrl::Files(PathBuf::from(p.trim_start_matches("//")))),
                 None => Err(format!(
-                    "blobs {u:?}: expected s3://BUCKET/PREFIX or file:DIR"
+                    "blobs {u:?}: expected s3://BUCKET/PREFIX, az://CONTAINER/PREFIX, \
+                     gs://BUCKET/PREFIX or file:DIR"
                 )),
             },
         }
@@ -101,7 +109,43 @@ pub fn open_blobs(config: &Config) -> Result<Arc<dyn BlobStore>, String> {
             Ok(Arc::new(b))
         }
         BlobUrl::S3(url) => s3(&url, config),
+        BlobUrl::Azure(url) => azure(&url, config),
+        BlobUrl::Gcs(url) => gcs(&url, config),
     }
+}
+
+#[cfg(feature = "s3")]
+fn azure(url: &str, config: &Config) -> Result<Arc<dyn BlobStore>, String> {
+    let mut c = crate::store::AzureConfig::from_url(url).map_err(|e| e.to_string())?;
+    c.connect_timeout = std::time::Duration::from_millis(config.limits.store_timeout_ms);
+    if let Some(p) = config.s3.part_size {
+        c.part_size = usize::try_from(p).unwrap_or(usize::MAX);
+    }
+    let c = c.with_vars(std::env::vars());
+    let b = crate::store::ObjectBlobStore::azure(c).map_err(|e| format!("blob store: {e}"))?;
+    Ok(Arc::new(b))
+}
+
+#[cfg(feature = "s3")]
+fn gcs(url: &str, config: &Config) -> Result<Arc<dyn BlobStore>, String> {
+    let mut c = crate::store::GcsConfig::from_url(url).map_err(|e| e.to_string())?;
+    c.connect_timeout = std::time::Duration::from_millis(config.limits.store_timeout_ms);
+    if let Some(p) = config.s3.part_size {
+        c.part_size = usize::try_from(p).unwrap_or(usize::MAX);
+    }
+    let c = c.with_vars(std::env::vars());
+    let b = crate::store::ObjectBlobStore::gcs(c).map_err(|e| format!("blob store: {e}"))?;
+    Ok(Arc::new(b))
+}
+
+#[cfg(not(feature = "s3"))]
+fn azure(_: &str, _: &Config) -> Result<Arc<dyn BlobStore>, String> {
+    Err("this build has no object store support (feature `s3`)".into())
+}
+
+#[cfg(not(feature = "s3"))]
+fn gcs(_: &str, _: &Config) -> Result<Arc<dyn BlobStore>, String> {
+    Err("this build has no object store support (feature `s3`)".into())
 }
 
 #[cfg(feature = "s3")]
@@ -139,7 +183,7 @@ pub fn summary(config: &Config) -> String {
     let meta = meta_summary(config);
     let blobs = match BlobUrl::parse(config) {
         Ok(BlobUrl::Files(d)) => format!("files under {}", d.display()),
-        Ok(BlobUrl::S3(u)) => u,
+        Ok(BlobUrl::S3(u) | BlobUrl::Azure(u) | BlobUrl::Gcs(u)) => u,
         Err(e) => e,
     };
     format!("metadata: {meta}; blobs: {blobs}")
@@ -214,7 +258,15 @@ mod tests {
         assert_eq!(MetaUrl::parse(&c), Ok(MetaUrl::Sqlite("/x/m.db".into())));
         assert_eq!(BlobUrl::parse(&c), Ok(BlobUrl::Files("/shared".into())));
         assert!(MetaUrl::parse(&with(Some("mysql://x"), None)).is_err());
-        assert!(BlobUrl::parse(&with(None, Some("gs://b"))).is_err());
+        assert!(matches!(
+            BlobUrl::parse(&with(None, Some("gs://b/p"))),
+            Ok(BlobUrl::Gcs(_))
+        ));
+        assert!(matches!(
+            BlobUrl::parse(&with(None, Some("az://c/p"))),
+            Ok(BlobUrl::Azure(_))
+        ));
+        assert!(BlobUrl::parse(&with(None, Some("hdfs://b"))).is_err());
     }
 
     #[test]

@@ -447,7 +447,7 @@ fn store_ops(h: &Harness, store: &str, op: &str) -> u64 {
     let backend = match (backend(), store) {
         (Backend::Embedded, "blobs") => "files",
         (Backend::Embedded, _) => "sqlite",
-        (Backend::Shared, "blobs") => "s3",
+        (Backend::Shared, "blobs") => common::object_store(),
         (Backend::Shared, _) => "postgres",
     };
     let series = format!(

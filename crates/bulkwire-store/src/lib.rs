@@ -16,8 +16,11 @@
 //! After a crash the only leftovers possible are temp objects and blobs
 //! without a row; [`recover`] removes both at start-up.
 //!
-//! The shared stores are `PgMeta` (feature `postgres`) and `S3BlobStore`
-//! (feature `s3`). The crate knows nothing of HTTP: the server maps its
+//! The shared stores are `PgMeta` (feature `postgres`) and
+//! `ObjectBlobStore` (feature `s3`): S3 (`S3BlobStore`), Azure Blob
+//! Storage and Google Cloud Storage, one implementation over
+//! `object_store`'s traits (`s3.rs`, with each service's client in
+//! `azure.rs` and `gcs.rs`). The crate knows nothing of HTTP: the server maps its
 //! errors (a full disk, [`MetaError::full`]) to answers.
 //!
 //! # Layout of the metadata store
@@ -42,12 +45,18 @@
 //! to compile. A new concern is a new trait in `meta/`, made a supertrait
 //! of [`MetaStore`], and a module of its own in each of those directories.
 
+#[cfg(feature = "s3")]
+pub mod aws_creds;
+#[cfg(feature = "s3")]
+mod azure;
 #[cfg(any(test, feature = "conformance"))]
 #[doc(hidden)]
 pub mod conformance;
 mod direct;
 mod fs;
 mod fs_spool;
+#[cfg(feature = "s3")]
+mod gcs;
 pub mod lease;
 pub mod list;
 mod meta;
@@ -61,9 +70,14 @@ mod schema;
 pub mod spool;
 mod sqlite;
 
+#[cfg(feature = "s3")]
+#[cfg(feature = "s3")]
+pub use azure::AzureConfig;
 pub use direct::{AlignedBatch, AlignedPool, Batches, ALIGN, STAGING_BYTES};
 pub use fs::FsBlobStore;
 pub use fs_spool::NOTE_MAX;
+#[cfg(feature = "s3")]
+pub use gcs::GcsConfig;
 pub use lease::{Lease, Leases};
 pub use list::{ListQuery, Order, TypeFilter};
 pub use meta::{
@@ -74,8 +88,7 @@ pub use meta::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgMeta, PG_SCHEMA_VERSION};
-#[cfg(feature = "s3")]
-pub use s3::{S3BlobStore, S3Config};
+pub use s3::{ObjectBlobStore, S3BlobStore, S3Config};
 pub use spool::{Spool, SpoolWriter};
 pub use sqlite::SqliteMeta;
 
@@ -122,13 +135,13 @@ pub trait BlobStore: Send + Sync + 'static {
     fn open<'a>(&'a self, id: &'a str, offset: u64, len: u64)
         -> BoxFut<'a, io::Result<BlobStream>>;
 
-    /// What kind of store this is (`file`, `s3`): the `store` label of
-    /// metrics that are about it.
+    /// What kind of store this is (`file`, `s3`, `azure`, `gcs`): the
+    /// `store` label of metrics that are about it.
     fn kind(&self) -> &'static str;
 
     /// The local file of blob `id`, or of its variant `variant`, opened
     /// for reading, for a download the server sends with `sendfile(2)`;
-    /// `None` where blobs are not local files (S3), which are read with
+    /// `None` where blobs are not local files (the object stores), read with
     /// [`BlobStore::open`]. A missing blob is `NotFound`. No copy, no
     /// blocking-pool hop: the open is a local system call.
     fn open_file<'a>(
@@ -142,8 +155,10 @@ pub trait BlobStore: Send + Sync + 'static {
     /// `response-content-type`, `response-content-disposition` and
     /// `response-cache-control`, signed with the rest), for a
     /// download answered with a redirect; `None` where the store has no
-    /// such URLs (files). Nothing is asked of the store: the URL is signed
-    /// here, and a missing blob is the URL's 404.
+    /// such URLs (files) or cannot sign all three headers into one (Azure
+    /// and GCS, see the storage chapter): never a URL whose answer would
+    /// lose the disposition. Nothing is asked of the store: the URL is
+    /// signed here, and a missing blob is the URL's 404.
     fn presign_get<'a>(
         &'a self,
         id: &'a str,

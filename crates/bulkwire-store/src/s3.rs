@@ -39,6 +39,7 @@
 //! TLS is rustls with the `ring` provider: `object_store`'s `aws` feature
 //! would compile `aws-lc-sys`, a C build of minutes.
 
+use crate::aws_creds::Source;
 use crate::{is_id, BlobStore, BlobStream, BlobWriter, BoxFut, Lease, Spool, SpoolWriter};
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
@@ -47,6 +48,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
+use object_store::signer::{SignedUrlOptions, Signer};
 use object_store::{
     ClientOptions, GetOptions, MultipartId, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
 };
@@ -68,9 +70,18 @@ pub struct S3Config {
     pub endpoint: Option<String>,
     /// Empty: [`S3Config::DEFAULT_REGION`].
     pub region: String,
-    /// `None` (with the secret): `object_store`'s instance credentials.
+    /// `[s3]`'s own keys; `None`: the AWS credential chain
+    /// ([`crate::aws_creds`]) picks a source.
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
+    /// With temporary keys: their session token (`X-Amz-Security-Token`).
+    pub session_token: Option<String>,
+    /// The source the chain picked ([`S3Config::with_env`]); `None`: only
+    /// `[s3]`'s keys, if any (the chain is not consulted).
+    pub credentials: Option<Result<Source, String>>,
+    /// How long the EC2 instance metadata service may take to answer the
+    /// start's probe when the chain falls back to it.
+    pub metadata_timeout: Duration,
     /// Allows a plain `http://` endpoint.
     pub allow_http: bool,
     /// Bytes per part, at least [`S3Config::MIN_PART_SIZE`]. A writer holds two.
@@ -114,6 +125,9 @@ impl S3Config {
             region: String::new(),
             access_key_id: None,
             secret_access_key: None,
+            session_token: None,
+            credentials: None,
+            metadata_timeout: Duration::from_secs(1),
             allow_http: false,
             part_size: S3Config::DEFAULT_PART_SIZE,
             timeout: Duration::from_secs(60),
@@ -122,20 +136,25 @@ impl S3Config {
         })
     }
 
-    /// Fills unset fields from `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
-    /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION` (else [`S3Config::DEFAULT_REGION`]) and
-    /// `AWS_ALLOW_HTTP` (`true` or `1`).
+    /// Fills unset fields from `AWS_ENDPOINT_URL`, `AWS_REGION` (else
+    /// [`S3Config::DEFAULT_REGION`]) and `AWS_ALLOW_HTTP` (`true` or `1`),
+    /// and picks the credential source: `[s3]`'s keys, else the AWS chain
+    /// ([`crate::aws_creds`]: environment, profile, web identity,
+    /// container, instance metadata).
     pub fn with_env(self) -> S3Config {
         self.with_vars(|k| std::env::var(k).ok())
     }
 
-    fn with_vars(mut self, var: impl Fn(&str) -> Option<String>) -> S3Config {
+    /// As [`S3Config::with_env`], with `var` for the environment (tests).
+    pub fn with_vars(mut self, var: impl Fn(&str) -> Option<String>) -> S3Config {
         let var = |k: &str| var(k).filter(|v| !v.is_empty());
         self.endpoint = self.endpoint.or_else(|| var("AWS_ENDPOINT_URL"));
-        self.access_key_id = self.access_key_id.or_else(|| var("AWS_ACCESS_KEY_ID"));
-        self.secret_access_key = self
-            .secret_access_key
-            .or_else(|| var("AWS_SECRET_ACCESS_KEY"));
+        let keys = (
+            self.access_key_id.clone(),
+            self.secret_access_key.clone(),
+            self.session_token.clone(),
+        );
+        self.credentials = Some(Source::pick(keys, &var));
         if self.region.is_empty() {
             self.region = var("AWS_REGION").unwrap_or_else(|| S3Config::DEFAULT_REGION.to_string());
         }
@@ -145,6 +164,14 @@ impl S3Config {
     }
 
     fn check(&self) -> io::Result<()> {
+        if let Some(Err(e)) = &self.credentials {
+            return Err(invalid(format!("S3: {e}")));
+        }
+        if self.metadata_timeout.is_zero() {
+            return Err(invalid(
+                "S3 metadata_timeout must not be zero ([s3] metadata_timeout_ms)".into(),
+            ));
+        }
         if self.bucket.is_empty() {
             return Err(invalid("S3: no bucket configured".into()));
         }
@@ -172,6 +199,24 @@ impl S3Config {
             )));
         }
         Ok(())
+    }
+
+    /// The source the chain picked, else `[s3]`'s keys, else the chain
+    /// without the environment (a config built in code).
+    fn source(&self) -> Source {
+        match &self.credentials {
+            Some(Ok(s)) => s.clone(),
+            _ => {
+                let keys = (
+                    self.access_key_id.clone(),
+                    self.secret_access_key.clone(),
+                    self.session_token.clone(),
+                );
+                Source::pick(keys, &|_| None).unwrap_or(Source::Instance {
+                    endpoint: crate::aws_creds::DEFAULT_METADATA_ENDPOINT.into(),
+                })
+            }
+        }
     }
 
     fn region(&self) -> &str {
@@ -207,12 +252,7 @@ impl S3Config {
                 .with_endpoint(endpoint.trim_end_matches('/'))
                 .with_virtual_hosted_style_request(false);
         }
-        if let Some(key) = &self.access_key_id {
-            b = b.with_access_key_id(key);
-        }
-        if let Some(secret) = &self.secret_access_key {
-            b = b.with_secret_access_key(secret);
-        }
+        b = self.source().apply(b);
         b.build()
             .map_err(|e| invalid(format!("S3 client for bucket {}: {e}", self.bucket)))
     }
@@ -221,6 +261,7 @@ impl S3Config {
 impl fmt::Debug for S3Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let secret = self.secret_access_key.as_ref().map(|_| "<redacted>");
+        let token = self.session_token.as_ref().map(|_| "<redacted>");
         f.debug_struct("S3Config")
             .field("bucket", &self.bucket)
             .field("prefix", &self.prefix)
@@ -228,6 +269,8 @@ impl fmt::Debug for S3Config {
             .field("region", &self.region)
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &secret)
+            .field("session_token", &token)
+            .field("credentials", &self.credentials)
             .field("allow_http", &self.allow_http)
             .field("part_size", &self.part_size)
             .field("timeout", &self.timeout)
@@ -244,57 +287,171 @@ pub(crate) fn invalid(msg: String) -> io::Error {
 /// reqwest is built without a TLS crypto provider of its own (its default
 /// would compile aws-lc-sys): `ring` becomes the process default, unless
 /// the program installed one already, which then serves S3 as well.
-fn install_tls_provider() {
+pub(crate) fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Blobs in one bucket under one prefix. Cheap to clone.
+/// Blobs in one bucket (container) of an object store under one prefix:
+/// S3 ([`ObjectBlobStore::new`]), Azure Blob Storage
+/// ([`ObjectBlobStore::azure`]) or Google Cloud Storage
+/// ([`ObjectBlobStore::gcs`]). One implementation over `object_store`'s
+/// traits (REVIEW.md item 4): what differs per service is its client, its
+/// multipart mechanics ([`MultipartStore`]: S3's parts, Azure's blocks,
+/// GCS's resumable session) and its part rules ([`Cloud`]). Cheap to clone.
 #[derive(Clone)]
-pub struct S3BlobStore {
+pub struct ObjectBlobStore {
     s3: Arc<Shared>,
+}
+
+/// The S3 store is the object store with S3's client.
+pub type S3BlobStore = ObjectBlobStore;
+
+/// What differs between the services beyond their clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cloud {
+    /// In messages: `S3`, `Azure`, `GCS`.
+    pub(crate) name: &'static str,
+    /// In metrics: `s3`, `azure`, `gcs`.
+    pub(crate) backend: &'static str,
+    /// Most parts (blocks, chunks) of one object.
+    pub(crate) max_parts: usize,
+    /// Whether a presigned GET can carry the item's `Content-Type`,
+    /// `Content-Disposition` and `Cache-Control`, signed, and the service
+    /// answers with them ([`BlobStore::presign_get`]). Where it cannot,
+    /// downloads are never redirected: an SVG answered without its
+    /// `attachment` would run as a page on the store's origin.
+    pub(crate) signs_answers: bool,
+}
+
+impl Cloud {
+    pub(crate) const S3: Cloud = Cloud {
+        name: "S3",
+        backend: "s3",
+        max_parts: S3Config::MAX_PARTS,
+        // SigV4 signs `response-content-type`, `-disposition` and
+        // `-cache-control` with the rest of the query.
+        signs_answers: true,
+    };
+}
+
+/// One service's clients, as [`Shared`] holds them.
+pub(crate) struct Clients {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) reader: Arc<dyn ObjectStore>,
+    pub(crate) parts: Arc<dyn MultipartStore>,
+    /// A cheap one-key listing, where the service has one.
+    pub(crate) pager: Option<Arc<dyn PaginatedListStore>>,
+    /// Presigned URLs (the downloads' redirect option).
+    pub(crate) signer: Arc<dyn Signer>,
+    /// Single-request writes, where `store.put` is not the service's way
+    /// (GCS's emulator takes only the JSON API's uploads).
+    pub(crate) put: Option<Arc<crate::gcs::GcsJson>>,
 }
 
 /// What the store and its writers share.
 pub(crate) struct Shared {
+    pub(crate) cloud: Cloud,
     /// Writes and small requests: every request has a total timeout.
-    pub(crate) store: AmazonS3,
+    pub(crate) store: Arc<dyn ObjectStore>,
     /// Ranged reads: no total timeout (see the module doc).
-    reader: AmazonS3,
+    reader: Arc<dyn ObjectStore>,
+    parts: Arc<dyn MultipartStore>,
+    pager: Option<Arc<dyn PaginatedListStore>>,
+    signer: Arc<dyn Signer>,
+    put_json: Option<Arc<crate::gcs::GcsJson>>,
     bucket: String,
     pub(crate) prefix: Path,
     endpoint: Option<String>,
     pub(crate) part_size: usize,
     timeout: Duration,
+    /// Where the keys come from, for `--check` and the start's probe
+    /// (S3's chain; the other services name theirs in `credentials`).
+    source: Option<Source>,
+    /// What `--check` says of the credentials on the other services.
+    credentials: String,
+    metadata_timeout: Duration,
+    /// The instance metadata service answered once: no need to ask again.
+    metadata_seen: std::sync::atomic::AtomicBool,
 }
 
-impl S3BlobStore {
-    /// Checks `cfg` and builds the clients; sends no request (see
+impl ObjectBlobStore {
+    /// Checks `cfg` and builds the S3 clients; sends no request (see
     /// [`BlobStore::ready`] and [`BlobStore::describe`]).
-    pub fn new(cfg: S3Config) -> io::Result<S3BlobStore> {
+    pub fn new(cfg: S3Config) -> io::Result<ObjectBlobStore> {
         cfg.check()?;
-        let prefix = Path::parse(&cfg.prefix)
-            .map_err(|e| invalid(format!("S3 prefix {:?}: {e}", cfg.prefix)))?;
         install_tls_provider();
         let options = || ClientOptions::new().with_connect_timeout(cfg.connect_timeout);
         let store = cfg.client(options().with_timeout(cfg.timeout))?;
         let reader = cfg.client(options().with_timeout_disabled())?;
-        Ok(S3BlobStore {
+        let clients = Clients {
+            store: Arc::new(store.clone()),
+            reader: Arc::new(reader),
+            parts: Arc::new(store.clone()),
+            pager: Some(Arc::new(store.clone())),
+            signer: Arc::new(store),
+            put: None,
+        };
+        let mut s = ObjectBlobStore::with(Cloud::S3, clients, &cfg.common())?;
+        let shared = Arc::get_mut(&mut s.s3).expect("not shared yet");
+        shared.source = Some(cfg.source());
+        shared.metadata_timeout = cfg.metadata_timeout;
+        Ok(s)
+    }
+
+    /// The store over one service's clients.
+    pub(crate) fn with(cloud: Cloud, c: Clients, cfg: &Common) -> io::Result<ObjectBlobStore> {
+        let prefix = Path::parse(&cfg.prefix)
+            .map_err(|e| invalid(format!("{} prefix {:?}: {e}", cloud.name, cfg.prefix)))?;
+        Ok(ObjectBlobStore {
             s3: Arc::new(Shared {
-                store,
-                reader,
-                bucket: cfg.bucket,
+                cloud,
+                store: c.store,
+                reader: c.reader,
+                parts: c.parts,
+                pager: c.pager,
+                signer: c.signer,
+                put_json: c.put,
+                bucket: cfg.bucket.clone(),
                 prefix,
-                endpoint: cfg.endpoint,
+                endpoint: cfg.endpoint.clone(),
                 part_size: cfg.part_size,
                 timeout: cfg.timeout,
+                source: None,
+                credentials: cfg.credentials.clone(),
+                metadata_timeout: Duration::from_secs(1),
+                metadata_seen: Default::default(),
             }),
         })
     }
 }
 
-impl fmt::Debug for S3BlobStore {
+/// What every service's store needs beyond its client.
+pub(crate) struct Common {
+    pub(crate) bucket: String,
+    pub(crate) prefix: String,
+    pub(crate) endpoint: Option<String>,
+    pub(crate) part_size: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) credentials: String,
+}
+
+impl S3Config {
+    fn common(&self) -> Common {
+        Common {
+            bucket: self.bucket.clone(),
+            prefix: self.prefix.clone(),
+            endpoint: self.endpoint.clone(),
+            part_size: self.part_size,
+            timeout: self.timeout,
+            credentials: String::new(),
+        }
+    }
+}
+
+impl fmt::Debug for ObjectBlobStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("S3BlobStore")
+        f.debug_struct("ObjectBlobStore")
+            .field("service", &self.s3.cloud.name)
             .field("bucket", &self.s3.bucket)
             .field("prefix", &self.s3.prefix.as_ref())
             .field("endpoint", &self.s3.endpoint)
@@ -352,7 +509,8 @@ impl Shared {
         kind: io::ErrorKind,
         e: impl fmt::Display,
     ) -> io::Error {
-        io::Error::new(kind, format!("S3 {op} {}/{key}: {e}", self.bucket))
+        let name = self.cloud.name;
+        io::Error::new(kind, format!("{name} {op} {}/{key}: {e}", self.bucket))
     }
 
     /// Maps an `object_store` error; a missing object is `NotFound`.
@@ -371,15 +529,30 @@ impl Shared {
     }
 
     pub(crate) async fn put(&self, key: &Path, payload: PutPayload) -> io::Result<()> {
-        self.store
-            .put(key, payload)
-            .await
-            .map_err(self.fail("put", key))?;
-        Ok(())
+        let done = match &self.put_json {
+            Some(gcs) => gcs.put(key, payload).await,
+            None => self.store.put(key, payload).await.map(drop),
+        };
+        done.map_err(self.fail("put", key))
     }
 
     pub(crate) async fn create_multipart(&self, key: &Path) -> io::Result<MultipartId> {
-        (self.store.create_multipart(key).await).map_err(self.fail("create_multipart", key))
+        (self.parts.create_multipart(key).await).map_err(self.fail("create_multipart", key))
+    }
+
+    /// The multipart upload of a resumable upload's spool. On GCS, part
+    /// objects under `dir` (a session cannot be continued by another
+    /// writer: see [`crate::gcs`]); elsewhere the service's own, as for a
+    /// blob.
+    pub(crate) async fn create_spool_upload(
+        &self,
+        key: &Path,
+        dir: &Path,
+    ) -> io::Result<MultipartId> {
+        match &self.put_json {
+            Some(gcs) => Ok(gcs.parts_upload(dir)),
+            None => self.create_multipart(key).await,
+        }
     }
 
     pub(crate) async fn put_part(
@@ -389,7 +562,7 @@ impl Shared {
         idx: usize,
         payload: PutPayload,
     ) -> io::Result<PartId> {
-        (self.store.put_part(key, upload, idx, payload).await).map_err(self.fail("put_part", key))
+        (self.parts.put_part(key, upload, idx, payload).await).map_err(self.fail("put_part", key))
     }
 
     pub(crate) async fn complete(
@@ -398,7 +571,7 @@ impl Shared {
         upload: &MultipartId,
         parts: Vec<PartId>,
     ) -> io::Result<()> {
-        let done = self.store.complete_multipart(key, upload, parts).await;
+        let done = self.parts.complete_multipart(key, upload, parts).await;
         done.map_err(self.fail("complete_multipart", key))?;
         Ok(())
     }
@@ -406,7 +579,7 @@ impl Shared {
     /// Aborts a multipart upload; one S3 no longer knows (`NoSuchUpload`)
     /// is gone already.
     pub(crate) async fn abort_multipart(&self, key: &Path, upload: &MultipartId) -> io::Result<()> {
-        not_found_ok(self.store.abort_multipart(key, upload).await)
+        not_found_ok(self.parts.abort_multipart(key, upload).await)
             .map_err(self.fail("abort_multipart", key))
     }
 
@@ -475,9 +648,9 @@ fn not_found_ok(r: object_store::Result<()>) -> object_store::Result<()> {
     }
 }
 
-impl BlobStore for S3BlobStore {
+impl BlobStore for ObjectBlobStore {
     fn backend(&self) -> &'static str {
-        "s3"
+        self.s3.cloud.backend
     }
 
     fn begin<'a>(
@@ -521,10 +694,11 @@ impl BlobStore for S3BlobStore {
         })
     }
 
-    /// One `PUT` with `If-None-Match: *` (S3's conditional write): the
-    /// first variant stays. A store without conditional writes takes a
-    /// plain `PUT`, where the last one stays; a variant's bytes are a
-    /// function of its blob and name, so either is the same variant.
+    /// One `PUT` with `If-None-Match: *` (S3's conditional write), on GCS
+    /// one upload with `ifGenerationMatch=0`: the first variant stays. A
+    /// store without conditional writes takes a plain `PUT`, where the
+    /// last one stays; a variant's bytes are a function of its blob and
+    /// name, so either is the same variant.
     fn variant_put<'a>(
         &'a self,
         id: &'a str,
@@ -533,6 +707,13 @@ impl BlobStore for S3BlobStore {
     ) -> BoxFut<'a, io::Result<bool>> {
         Box::pin(async move {
             let key = self.s3.variant_key(id, name)?;
+            // GCS writes go through its JSON API (`crate::gcs`).
+            if let Some(gcs) = &self.s3.put_json {
+                return gcs
+                    .put_new(&key, bytes)
+                    .await
+                    .map_err(self.s3.fail("put", &key));
+            }
             let opts = object_store::PutOptions::from(object_store::PutMode::Create);
             let put = self.s3.store.put_opts(&key, bytes.clone().into(), opts);
             match put.await {
@@ -606,7 +787,7 @@ impl BlobStore for S3BlobStore {
     }
 
     fn kind(&self) -> &'static str {
-        "s3"
+        self.s3.cloud.backend
     }
 
     fn open_file<'a>(
@@ -625,12 +806,17 @@ impl BlobStore for S3BlobStore {
         ttl: Duration,
         answer: crate::Answer<'a>,
     ) -> BoxFut<'a, io::Result<Option<String>>> {
-        use object_store::signer::{SignedUrlOptions, Signer};
         Box::pin(async move {
             let key = match variant {
                 None => self.s3.key(id)?,
                 Some(name) => self.s3.variant_key(id, name)?,
             };
+            // A URL whose answer lost the item's disposition would let a
+            // browser render an SVG inline: no URL at all then (see
+            // `Cloud::signs_answers`), and the node sends the bytes.
+            if !self.s3.cloud.signs_answers {
+                return Ok(None);
+            }
             let opts = SignedUrlOptions::new().with_query([
                 ("response-content-type", answer.content_type),
                 ("response-content-disposition", answer.disposition),
@@ -638,8 +824,8 @@ impl BlobStore for S3BlobStore {
             ]);
             let url = self
                 .s3
-                .reader
-                .signed_url_opts(reqwest::Method::GET, &key, ttl, &opts)
+                .signer
+                .signed_url_opts(http::Method::GET, &key, ttl, &opts)
                 .await
                 .map_err(self.s3.fail("presign", &key))?;
             Ok(Some(url.to_string()))
@@ -683,18 +869,31 @@ impl Shared {
     /// `HEAD` of a missing key, it tells a missing bucket from a missing
     /// object.
     async fn ready(&self) -> io::Result<()> {
+        self.probe_metadata().await?;
         let opts = PaginatedListOptions {
             max_keys: Some(1),
             ..PaginatedListOptions::default()
         };
         let prefix = (!self.prefix.as_ref().is_empty()).then(|| format!("{}/", self.prefix));
-        let list = self.store.list_paginated(prefix.as_deref(), opts);
-        self.timed("list", &self.prefix, list).await?;
+        match &self.pager {
+            Some(pager) => {
+                let list = pager.list_paginated(prefix.as_deref(), opts);
+                self.timed("list", &self.prefix, list).await?;
+            }
+            None => {
+                // One page of the listing (the stream asks for the next
+                // page only when read on).
+                let mut list = self.store.list(Some(&self.prefix));
+                let first = async { list.next().await.transpose() };
+                self.timed("list", &self.prefix, first).await?;
+            }
+        }
         Ok(())
     }
 
     /// Puts, reads back and deletes a probe object under the prefix.
     async fn describe(&self) -> io::Result<String> {
+        self.probe_metadata().await?;
         let key = self
             .prefix
             .clone()
@@ -708,23 +907,78 @@ impl Shared {
             return Err(self.error("get", &key, io::ErrorKind::InvalidData, e));
         }
         deleted?;
-        let at = match &self.endpoint {
-            Some(e) => format!("at {e}"),
-            None => "on AWS".to_string(),
+        let at = match (&self.endpoint, self.cloud.name) {
+            (Some(e), _) => format!("at {e}"),
+            (None, "S3") => "on AWS".to_string(),
+            (None, _) => "at the service's own endpoint".to_string(),
+        };
+        let credentials = match &self.source {
+            Some(s) => s.describe(),
+            None => self.credentials.clone(),
+        };
+        let what = match self.cloud.name {
+            "Azure" => "Azure container",
+            "GCS" => "GCS bucket",
+            _ => "S3 bucket",
         };
         let prefix = match self.prefix.as_ref() {
             "" => "no prefix".to_string(),
             p => format!("prefix {p}/"),
         };
         Ok(format!(
-            "S3 bucket {} {at} ({prefix}), part size {}, read/write probe ok",
+            "{what} {} {at} ({prefix}), part size {}, credentials: {credentials}, read/write probe ok",
             self.bucket,
-            size(self.part_size)
+            size(self.part_size),
         ))
     }
 }
 
 impl Shared {
+    /// With the instance metadata service as the only source: asks it for
+    /// an IMDSv2 session token, at most `metadata_timeout`, so that a
+    /// machine where nothing answers there says so at once instead of
+    /// every request waiting on the address.
+    async fn probe_metadata(&self) -> io::Result<()> {
+        use std::sync::atomic::Ordering;
+        let Some(Source::Instance { endpoint }) = &self.source else {
+            return Ok(());
+        };
+        if self.metadata_seen.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let url = format!("{endpoint}/latest/api/token");
+        let client = reqwest::Client::builder()
+            .timeout(self.metadata_timeout)
+            .build()
+            .map_err(io::Error::other)?;
+        let answer = client
+            .put(&url)
+            .header("X-aws-ec2-metadata-token-ttl-seconds", "60")
+            .send()
+            .await;
+        match answer {
+            Ok(r) if r.status().is_success() => {
+                self.metadata_seen.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(r) => Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                crate::aws_creds::no_source(&format!(
+                    "the instance metadata service at {endpoint} answered {} to an IMDSv2 token request",
+                    r.status()
+                )),
+            )),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                crate::aws_creds::no_source(&format!(
+                    "no instance metadata service answered at {endpoint} within {:?} \
+                     ([s3] metadata_timeout_ms; AWS_EC2_METADATA_SERVICE_ENDPOINT moves it)",
+                    self.metadata_timeout
+                )),
+            )),
+        }
+    }
+
     async fn read_probe(&self, key: &Path) -> io::Result<Bytes> {
         let got = self.timed("get", key, self.store.get(key)).await?;
         self.timed("get", key, got.bytes()).await
@@ -883,11 +1137,10 @@ impl S3Writer {
 
     fn next_part(&self) -> io::Result<usize> {
         let idx = self.parts.len();
-        if idx >= S3Config::MAX_PARTS {
+        if idx >= self.s3.cloud.max_parts {
             let e = format!(
-                "the blob exceeds S3's {} parts of part_size {} bytes",
-                S3Config::MAX_PARTS,
-                self.s3.part_size
+                "the blob exceeds {}'s {} parts of part_size {} bytes",
+                self.s3.cloud.name, self.s3.cloud.max_parts, self.s3.part_size
             );
             return Err(self.error("put_part", e));
         }
@@ -1024,14 +1277,19 @@ mod tests {
         };
         let c = cfg().with_vars(vars);
         assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:1"));
-        assert_eq!(c.access_key_id.as_deref(), Some("env-key"));
+        let from = |c: &S3Config| c.credentials.clone().unwrap().unwrap().describe();
+        assert_eq!(
+            from(&c),
+            "static keys from the environment (key id env-key)"
+        );
         assert_eq!(c.region, "eu-west-3");
         assert!(c.allow_http);
         let mut mine = cfg();
         mine.access_key_id = Some("mine".into());
+        mine.secret_access_key = Some("s".into());
         mine.region = "us-west-2".into();
         let c = mine.with_vars(vars);
-        assert_eq!(c.access_key_id.as_deref(), Some("mine"));
+        assert_eq!(from(&c), "static keys from [s3] (key id mine)");
         assert_eq!(c.region, "us-west-2");
         let c = cfg().with_vars(|_| None);
         assert_eq!(

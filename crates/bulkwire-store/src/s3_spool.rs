@@ -2,6 +2,8 @@
 //! multipart upload at the blob's key, whole parts at fixed offsets, and
 //! the bytes after the last whole part in a tail object
 //! `PREFIX/tus/ID/RANDOM`, rewritten under a new key at each durable point.
+//! Azure's blocks and GCS's part objects (`PREFIX/tus/ID/parts/`, composed
+//! at the end: [`crate::gcs`]) are the parts there.
 //!
 //! Memory: the part being filled (at most `part_size`, read back from the
 //! tail when a writer opens) and one part in flight, as for a plain upload
@@ -29,7 +31,8 @@ fn tails(s3: &Shared, id: &str) -> io::Result<Path> {
 /// else can happen to it.
 pub(crate) async fn create(s3: Arc<Shared>, id: &str, lease: Arc<Lease>) -> io::Result<Spool> {
     let key = s3.key(id)?;
-    let upload = s3.create_multipart(&key).await?;
+    let parts = tails(&s3, id)?.join("parts");
+    let upload = s3.create_spool_upload(&key, &parts).await?;
     if let Err(e) = lease.note(&upload).await {
         if let Err(a) = s3.abort_multipart(&key, &upload).await {
             tracing::warn!("{a} (the lease's cleanup will retry)");
@@ -180,8 +183,9 @@ impl S3Spool {
     async fn send_part(&mut self) -> io::Result<()> {
         self.settle().await?;
         let idx = self.parts.len();
-        if idx >= crate::S3Config::MAX_PARTS {
-            let e = format!("more than S3's {} parts", crate::S3Config::MAX_PARTS);
+        let cloud = self.s3.cloud;
+        if idx >= cloud.max_parts {
+            let e = format!("more than {}'s {} parts", cloud.name, cloud.max_parts);
             return Err(self
                 .s3
                 .error("put_part", &self.key, io::ErrorKind::Other, e));

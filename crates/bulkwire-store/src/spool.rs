@@ -27,6 +27,9 @@
 //!   next writer and sent as part of the next whole part: memory stays at
 //!   one part per upload, and a saved state never names a tail that a
 //!   later write could overwrite.
+//! - Azure and GCS: as S3, with each service's parts: blocks on Azure;
+//!   on GCS objects of their own, composed at the end ([`crate::gcs`]
+//!   says why not a resumable session).
 
 use crate::BoxFut;
 use bytes::Bytes;
@@ -44,7 +47,8 @@ pub struct Spool {
     /// S3: bytes per part, fixed for the upload's life.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub part_size: u64,
-    /// S3: the ETags of the whole parts, in order.
+    /// S3: the ETags of the whole parts, in order (Azure: block ids;
+    /// GCS: each part object's generation and length).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<String>,
     /// S3: the key of the tail object holding the bytes after the last

@@ -38,6 +38,8 @@ async fn connect(url: &str) -> PgMeta {
 
 /// A plain client, to look at and tamper with the schema.
 async fn raw(url: &str) -> tokio_postgres::Client {
+    // Without libpq's TLS parameters, which tokio-postgres's parser refuses.
+    let url = url.split('?').next().unwrap_or(url);
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("a plain connection");
@@ -104,8 +106,8 @@ fn nodes_starting_together_migrate_once_and_a_newer_schema_is_refused() {
         let m = connect(&url).await;
         assert_eq!(versions(&url).await, applied);
         let d = m.describe().await.unwrap();
-        let schema = format!(", schema version {}", PgMeta::SCHEMA_VERSION);
-        assert!(d.starts_with("PostgreSQL ") && d.ends_with(&schema), "{d}");
+        let schema = format!(", schema version {}, ", PgMeta::SCHEMA_VERSION);
+        assert!(d.starts_with("PostgreSQL ") && d.contains(&schema), "{d}");
         assert!(d.contains("/migrations,"), "{d}");
         // A database a newer build migrated is refused.
         raw(&url)
@@ -298,4 +300,94 @@ fn two_janitors_never_claim_the_same_lease() {
             assert_eq!(all, leased, "round {round}");
         }
     });
+}
+
+/// The shared server runs with TLS (testenv), and its URL asks for
+/// verify-full: `--check`'s line says so.
+#[test]
+fn verify_full_connects_and_says_so() {
+    let url = fresh_database("tls_describe");
+    assert!(url.contains("sslmode=verify-full"), "{url}");
+    let d = block_on(async { connect(&url).await.describe().await.unwrap() });
+    assert!(
+        d.contains("TLSv1.3 (verify-full), certificate verified"),
+        "{d}"
+    );
+}
+
+fn connect_err(url: &str) -> String {
+    match block_on(PgMeta::connect(url, 2, TIMEOUT)) {
+        Ok(_) => panic!("{url} connected"),
+        Err(e) => e.message,
+    }
+}
+
+#[test]
+fn a_wrong_ca_or_host_name_is_refused_in_one_line() {
+    let pg = must(shared_postgres());
+    let certs = pg.certs().expect("the shared server has TLS");
+    let plain = pg.plain_url_for("bulkwire");
+    let other = format!(
+        "{plain}?sslmode=verify-full&sslrootcert={}",
+        certs.other_ca.display()
+    );
+    let e = connect_err(&other);
+    assert!(
+        e.contains("certificate failed sslmode=verify-full") && e.contains("UnknownIssuer"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+    // The certificate names localhost and 127.0.0.1, not this name.
+    let wrong = plain.replace("127.0.0.1", "db.invalid")
+        + &format!(
+            "?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={}",
+            certs.ca.display()
+        );
+    let e = connect_err(&wrong);
+    assert!(
+        e.contains("certificate failed sslmode=verify-full")
+            && e.contains("not valid for name \"db.invalid\""),
+        "{e}"
+    );
+    // verify-ca checks the chain only: the same name passes.
+    let ca_only = wrong.replace("verify-full", "verify-ca");
+    let d = block_on(async { connect(&ca_only).await.describe().await.unwrap() });
+    assert!(
+        d.contains("certificate chain verified (host name not checked)"),
+        "{d}"
+    );
+}
+
+#[test]
+fn require_refuses_a_server_without_tls() {
+    let pg = must(Postgres::start_with(false));
+    let url = format!("{}?sslmode=require", pg.plain_url_for("bulkwire"));
+    let e = connect_err(&url);
+    assert!(
+        e.ends_with("the server does not offer TLS, and sslmode=require requires it"),
+        "{e}"
+    );
+    // prefer (the default) goes on in clear, and says so.
+    let d = block_on(async { connect(&pg.url()).await.describe().await.unwrap() });
+    assert!(d.ends_with("no TLS (sslmode=prefer)"), "{d}");
+}
+
+#[test]
+fn a_client_certificate_logs_in_where_pg_hba_asks_for_one() {
+    let pg = must(shared_postgres());
+    let c = pg.certs().expect("the shared server has TLS");
+    let base = pg
+        .plain_url_for("bulkwire")
+        .replace("postgres@", &format!("{}@", bulkwire_testenv::CERT_USER));
+    let verify = format!("{base}?sslmode=verify-full&sslrootcert={}", c.ca.display());
+    let with_cert = format!(
+        "{verify}&sslcert={}&sslkey={}",
+        c.client_cert.display(),
+        c.client_key.display()
+    );
+    let d = block_on(async { connect(&with_cert).await.describe().await.unwrap() });
+    assert!(d.contains("certificate verified"), "{d}");
+    // The same role without its certificate: pg_hba.conf's `cert` refuses it.
+    let e = connect_err(&verify);
+    assert!(e.contains("certificate"), "{e}");
 }

@@ -92,7 +92,8 @@ fn conformance_with_several_parts_and_the_janitor() {
         let s = S3BlobStore::new(config(sw, &bucket, "c/p")).unwrap();
         let about = s.describe().await.unwrap();
         let want = format!(
-            "S3 bucket {bucket} at {} (prefix c/p/), part size 5 MiB, read/write probe ok",
+            "S3 bucket {bucket} at {} (prefix c/p/), part size 5 MiB, credentials: static keys \
+             from [s3] (key id bulkwire-test), read/write probe ok",
             sw.endpoint()
         );
         assert_eq!(about, want);

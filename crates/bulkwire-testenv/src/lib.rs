@@ -1,4 +1,6 @@
-//! Real servers for bulkwire's tests: PostgreSQL and SeaweedFS (an S3-compatible object store).
+//! Real servers for bulkwire's tests: PostgreSQL and SeaweedFS (an S3-compatible object store),
+//! Azurite (Azure Blob Storage) and fake-gcs-server (Google Cloud Storage), and local stand-ins
+//! for the cloud's credential endpoints.
 //!
 //! Why real servers: the store writes through a database and an object store, and the failures
 //! that matter (a part below S3's 5 MiB minimum, an abandoned multipart upload, a database that
@@ -20,15 +22,19 @@
 //! Nothing here is async: tests call these functions from plain `#[test]`s, outside any runtime.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod creds;
+mod emulators;
 mod postgres;
 mod proc;
 mod scratch;
 mod seaweed;
 mod spawn;
 
-pub use postgres::{shared_postgres, Postgres};
+pub use creds::{CredsServer, Mint, CONTAINER_TOKEN};
+pub use emulators::{shared_azurite, shared_fake_gcs, Emulator, AZURITE_ACCOUNT, AZURITE_KEY};
+pub use postgres::{shared_postgres, Certs, Postgres, CERT_USER};
 pub use scratch::test_dir;
-pub use seaweed::{default_cache, shared_seaweed, weed_binary, Seaweed};
+pub use seaweed::{default_cache, shared_seaweed, weed_binary, Seaweed, TempKeys};
 
 /// Unwraps a start result, panicking with its reason: a test needing a server that could not be
 /// started must fail, not skip.

@@ -6,6 +6,11 @@
 //!
 //! Why the `postgres` user: initdb and postgres refuse to run as root, and tests here run as
 //! root. The scratch directory is handed to `postgres` and both programs run with its uid/gid.
+//!
+//! TLS is on by default, as managed PostgreSQL services have it: `openssl` makes a CA, a server
+//! certificate for `localhost` and `127.0.0.1` and a client certificate for the role `certuser`
+//! (`hostssl … cert` in `pg_hba.conf`), and [`Postgres::url`] asks for `sslmode=verify-full`
+//! against that CA, so every suite that uses it runs over verified TLS.
 
 use std::env;
 use std::fs::{self, OpenOptions};
@@ -39,7 +44,25 @@ pub struct Postgres {
     port: u16,
     child: Option<Child>,
     scratch: Scratch,
+    tls: Option<Certs>,
 }
+
+/// The files [`Postgres::start`] made for TLS, all PEM.
+#[derive(Debug, Clone)]
+pub struct Certs {
+    /// The CA that signed the server's and the client's certificates.
+    pub ca: PathBuf,
+    /// Another CA, which signed nothing the server shows.
+    pub other_ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    /// A client certificate for [`CERT_USER`], and its key.
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+/// The role that logs in with a client certificate only (`hostssl … cert`).
+pub const CERT_USER: &str = "certuser";
 
 /// One server per test process, started by the first caller. It is never dropped: the
 /// parent-death signal stops it, and the next test run sweeps its directory.
@@ -58,33 +81,65 @@ struct StartError {
 }
 
 impl Postgres {
-    /// Initialises a fresh cluster, starts it on a free loopback port and creates `bulkwire`.
+    /// Initialises a fresh cluster with TLS, starts it on a free loopback port and creates
+    /// `bulkwire`.
     pub fn start() -> Result<Postgres, String> {
+        Postgres::start_with(true)
+    }
+
+    /// As [`Postgres::start`], without TLS when `tls` is false (a server that offers none).
+    pub fn start_with(tls: bool) -> Result<Postgres, String> {
         let bin = pg_bindir()?;
         let run_as = run_as()?;
         let server_uid = run_as.map_or_else(|| rustix::process::getuid().as_raw(), |(uid, _)| uid);
         sweep_shared_memory_once(server_uid);
         let scratch = Scratch::new("pg-")?;
         init_cluster(&bin, run_as, scratch.path())?;
+        let tls = match tls {
+            true => Some(make_certs(scratch.path(), run_as)?),
+            false => None,
+        };
         let mut pg = Postgres {
             bin,
             run_as,
             port: 0,
             child: None,
             scratch,
+            tls,
         };
         pg.start_on_free_port()?;
         pg.create_database(DATABASE)?;
+        if pg.tls.is_some() {
+            pg.psql(
+                "postgres",
+                &format!("CREATE ROLE {CERT_USER} LOGIN SUPERUSER"),
+            )?;
+        }
         Ok(pg)
     }
 
-    /// `postgres://postgres@127.0.0.1:PORT/bulkwire`
+    /// `postgres://postgres@127.0.0.1:PORT/bulkwire?sslmode=verify-full&sslrootcert=CA` (with
+    /// TLS), else without the query.
     pub fn url(&self) -> String {
         self.url_for(DATABASE)
     }
 
     pub fn url_for(&self, database: &str) -> String {
+        let plain = self.plain_url_for(database);
+        match &self.tls {
+            Some(c) => format!("{plain}?sslmode=verify-full&sslrootcert={}", c.ca.display()),
+            None => plain,
+        }
+    }
+
+    /// The URL without TLS parameters (tokio-postgres's own parser refuses libpq's).
+    pub fn plain_url_for(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// The certificates, when started with TLS.
+    pub fn certs(&self) -> Option<&Certs> {
+        self.tls.as_ref()
     }
 
     pub fn port(&self) -> u16 {
@@ -201,6 +256,13 @@ impl Postgres {
             "listen_addresses=127.0.0.1",
         ]);
         cmd.args(["-c", "fsync=off", "-c", "max_connections=200"]);
+        if let Some(c) = &self.tls {
+            let set = |k: &str, p: &Path| format!("{k}={}", p.display());
+            cmd.args(["-c", "ssl=on", "-c"])
+                .arg(set("ssl_cert_file", &c.server_cert));
+            cmd.arg("-c").arg(set("ssl_key_file", &c.server_key));
+            cmd.arg("-c").arg(set("ssl_ca_file", &c.ca));
+        }
         cmd.current_dir(dir)
             .stdin(Stdio::null())
             .stdout(out)
@@ -283,6 +345,105 @@ fn init_cluster(bin: &Path, run_as: Option<(u32, u32)>, dir: &Path) -> Result<()
     cmd.current_dir(dir);
     as_owner(&mut cmd, run_as);
     run(&mut cmd).map(drop).map_err(|e| format!("initdb: {e}"))
+}
+
+/// `pg_hba.conf` for a TLS server: `certuser` only over TLS with a client certificate signed by
+/// the CA, everyone else trusted on loopback (TLS or not: the client's `sslmode` decides).
+const HBA: &str = "local all all trust
+hostssl all certuser 127.0.0.1/32 cert
+host all certuser 127.0.0.1/32 reject
+host all all 127.0.0.1/32 trust
+host all all ::1/128 trust
+";
+
+/// Makes the CA, the server's and the client's certificates with `openssl` (P-256 keys, two
+/// days), hands them to the server's user (it refuses a key others can read) and writes
+/// `pg_hba.conf`.
+fn make_certs(dir: &Path, run_as: Option<(u32, u32)>) -> Result<Certs, String> {
+    let tls = dir.join("tls");
+    fs::create_dir_all(&tls).map_err(|e| format!("{}: {e}", tls.display()))?;
+    let f = |name: &str| tls.join(name);
+    let openssl = |args: &[&str]| -> Result<(), String> {
+        run(Command::new("openssl").args(args).current_dir(&tls))
+            .map(drop)
+            .map_err(|e| format!("making test certificates (needs the openssl command): {e}"))
+    };
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    for ca in ["ca", "other-ca"] {
+        let (k, c, subj) = (
+            format!("{ca}.key"),
+            format!("{ca}.crt"),
+            format!("/CN=bulkwire test {ca}"),
+        );
+        let mut a = vec![
+            "req", "-x509", "-days", "2", "-subj", &subj, "-keyout", &k, "-out", &c,
+        ];
+        a.extend(key);
+        a.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
+        a.extend(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
+        openssl(&a)?;
+    }
+    for (name, cn, ext) in [
+        (
+            "server",
+            "localhost",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        ),
+        ("client", CERT_USER, "extendedKeyUsage=clientAuth\n"),
+    ] {
+        let (k, csr, c, x) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        fs::write(f(&x), ext).map_err(|e| e.to_string())?;
+        let subj = format!("/CN={cn}");
+        let mut a = vec!["req", "-subj", &subj, "-keyout", &k, "-out", &csr];
+        a.extend(key);
+        openssl(&a)?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &x,
+            "-out",
+            &c,
+        ])?;
+    }
+    for entry in fs::read_dir(&tls).map_err(|e| e.to_string())?.flatten() {
+        let p = entry.path();
+        if let Some((uid, gid)) = run_as {
+            std::os::unix::fs::chown(&p, Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", p.display()))?;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
+    }
+    fs::write(dir.join("data/pg_hba.conf"), HBA).map_err(|e| format!("pg_hba.conf: {e}"))?;
+    Ok(Certs {
+        ca: f("ca.crt"),
+        other_ca: f("other-ca.crt"),
+        server_cert: f("server.crt"),
+        server_key: f("server.key"),
+        client_cert: f("client.crt"),
+        client_key: f("client.key"),
+    })
 }
 
 fn as_owner(cmd: &mut Command, run_as: Option<(u32, u32)>) {

@@ -42,6 +42,20 @@ const S3_CONFIG: &str = r#"{"identities":[{"name":"bulkwire","credentials":[{"ac
 /// plenty for tests. weed reads `./master.toml` first, so it is run from its directory.
 const MASTER_TOML: &str = "[master.volume_growth]\ncopy_1 = 1\n";
 
+/// SeaweedFS's STS, for short-lived keys: `AssumeRole` signed with the static key above
+/// returns a key id, a secret and a session token (a JWT that SeaweedFS checks, expiry
+/// included, on every request carrying it). The fake credential endpoints (module `creds`)
+/// hand these out, as EC2's and ECS's would.
+const IAM_CONFIG: &str = r#"{"sts":{"tokenDuration":"1h","maxSessionLength":"12h","issuer":"seaweedfs-sts","signingKey":"YnVsa3dpcmUgdGVzdCBzdHMgc2lnbmluZyBrZXkgMzI="},"policies":[{"name":"All","document":{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:*"],"Resource":["*"]}]}}],"roles":[{"roleName":"bulkwire","roleArn":"arn:aws:iam::role/bulkwire","attachedPolicies":["All"],"trustPolicy":{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":["sts:AssumeRole"]}]}}]}"#;
+
+/// Temporary keys from SeaweedFS's STS.
+#[derive(Debug, Clone)]
+pub struct TempKeys {
+    pub key_id: String,
+    pub secret: String,
+    pub token: String,
+}
+
 /// A running (or killed) SeaweedFS owned by this test process.
 pub struct Seaweed {
     weed: PathBuf,
@@ -227,6 +241,39 @@ impl Seaweed {
         split_status(&out).ok_or_else(|| format!("{method} {url}: no status in {out:?}"))
     }
 
+    /// New temporary keys valid for `seconds` (at least 900, as STS's minimum), from SeaweedFS's
+    /// STS (`AssumeRole` of role `bulkwire`, signed with the static key).
+    pub fn assume_role(&self, seconds: u32) -> Result<TempKeys, String> {
+        let form = format!(
+            "Action=AssumeRole&Version=2011-06-15&RoleArn=arn:aws:iam::role/bulkwire\
+             &RoleSessionName=bulkwire-test&DurationSeconds={seconds}"
+        );
+        let out = run(Command::new("curl")
+            .args(["-sS", "--connect-timeout", "5", "-m", "20"])
+            .args(["--aws-sigv4", &format!("aws:amz:{REGION}:sts")])
+            .args(["--user", &format!("{ACCESS_KEY}:{SECRET_KEY}")])
+            .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-d", &form])
+            .arg(format!("{}/", self.endpoint())))?;
+        let field = |name: &str| {
+            let open = format!("<{name}>");
+            let from = out.find(&open)? + open.len();
+            let to = out[from..].find('<')? + from;
+            Some(out[from..to].to_string())
+        };
+        match (
+            field("AccessKeyId"),
+            field("SecretAccessKey"),
+            field("SessionToken"),
+        ) {
+            (Some(key_id), Some(secret), Some(token)) => Ok(TempKeys {
+                key_id,
+                secret,
+                token,
+            }),
+            _ => Err(format!("SeaweedFS AssumeRole answered: {out}")),
+        }
+    }
+
     /// Creates a bucket with S3's own CreateBucket (`PUT /name`), so the server applies its
     /// usual bucket-name rules; anything but 200 is an error carrying the S3 error body.
     pub fn create_bucket(&self, name: &str) -> Result<(), String> {
@@ -337,6 +384,7 @@ impl Seaweed {
             "-master.volumeSizeLimitMB=1024".into(),
             "-volume.max=500".into(),
             format!("-s3.config={d}/s3.json"),
+            format!("-s3.iam.config={d}/iam.json"),
             // Without these two the HTTP sockets would also land in /tmp.
             format!("-filer.localSocket={d}/filer.sock"),
             format!("-s3.localSocket={d}/s3.sock"),
@@ -414,7 +462,11 @@ impl Ports {
 }
 
 fn write_config(dir: &Path) -> Result<(), String> {
-    for (name, text) in [("s3.json", S3_CONFIG), ("master.toml", MASTER_TOML)] {
+    for (name, text) in [
+        ("s3.json", S3_CONFIG),
+        ("iam.json", IAM_CONFIG),
+        ("master.toml", MASTER_TOML),
+    ] {
         fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))?;
     }
     Ok(())

@@ -17,7 +17,13 @@ fn shared_server_answers_and_makes_databases() {
     assert_eq!(must(pg.psql("bulkwire", "select 1")).trim(), "1");
     let url = must(pg.create_database("testenv_isolated"));
     assert_eq!(url, pg.url_for("testenv_isolated"));
-    assert!(pg.url().ends_with("/bulkwire"), "{}", pg.url());
+    assert!(pg.plain_url_for("bulkwire").ends_with("/bulkwire"));
+    assert!(
+        pg.url()
+            .contains("/bulkwire?sslmode=verify-full&sslrootcert="),
+        "{}",
+        pg.url()
+    );
     let db = must(pg.psql("testenv_isolated", "select current_database()"));
     assert_eq!(db.trim(), "testenv_isolated");
 }

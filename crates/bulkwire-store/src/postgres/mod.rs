@@ -22,15 +22,15 @@
 //!   are replaced at the next checkout. Statements are prepared once per
 //!   connection (`prepare_cached`).
 //!
-//! Limitation: no TLS yet (`NoTls`). Passwords and metadata cross the
-//! network in clear: use it on loopback, a Unix socket or a private
-//! network only.
+//! - TLS with libpq's URL parameters (`sslmode`, `sslrootcert`, `sslcert`,
+//!   `sslkey`; module `tls`), on rustls: `prefer` by default, as libpq.
 //!
 //! This module holds the pool, the statement helpers ([`PgMeta::execute`],
 //! `query`, `query_opt`, `value`) and [`MetaCore`]; each concern's trait
 //! is implemented, with its statements as constants, in a module of its
 //! own: `media`, `credentials`, `leases`, `uploads`; `schema` runs the
-//! migrations and `error` classifies PostgreSQL's errors.
+//! migrations, `error` classifies PostgreSQL's errors and `tls` reads
+//! libpq's TLS parameters.
 
 mod credentials;
 mod error;
@@ -38,7 +38,10 @@ mod events;
 mod leases;
 mod media;
 mod schema;
+mod tls;
 mod uploads;
+
+use tls::{Mode as SslMode, Tls as PgTls};
 
 pub use schema::PG_SCHEMA_VERSION;
 
@@ -50,7 +53,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::config::Host;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Config, NoTls, Row};
+use tokio_postgres::{Config, Row};
 
 type PgError = tokio_postgres::Error;
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -62,6 +65,8 @@ pub struct PgMeta {
     /// `host:port/database`, for messages (never the password).
     at: Arc<str>,
     timeout: Duration,
+    /// The URL's TLS parameters, for `--check`.
+    tls: Arc<PgTls>,
 }
 
 impl PgMeta {
@@ -77,17 +82,21 @@ impl PgMeta {
         pool_size: usize,
         timeout: Duration,
     ) -> Result<PgMeta, MetaError> {
-        let cfg = config(url, timeout)?;
+        let (url, tls) = PgTls::split(url)
+            .map_err(|e| MetaError::new(format!("PostgreSQL: invalid URL: {e}")))?;
+        let cfg = config(&url, timeout, tls.mode)?;
         let at = address(&cfg);
         let fail = |why: String, full: bool| error(format!("PostgreSQL at {at}: {why}"), full);
         if pool_size == 0 || timeout.is_zero() {
             let why = "the pool needs at least one connection and a timeout above zero";
             return Err(fail(why.into(), false));
         }
-        let pool = pool(cfg, pool_size, timeout).map_err(|e| fail(e.to_string(), false))?;
+        let connector = tls.connector().map_err(|e| fail(e, false))?;
+        let pool =
+            pool(cfg, connector, pool_size, timeout).map_err(|e| fail(e.to_string(), false))?;
         let mut c = pool.get().await.map_err(|e| {
             let (why, full) = no_connection(&e, pool_size, timeout);
-            fail(why, full)
+            fail(tls_hint(why, &tls), full)
         })?;
         let found = migrate(&mut c)
             .await
@@ -103,6 +112,7 @@ impl PgMeta {
             pool,
             at: at.into(),
             timeout,
+            tls: Arc::new(tls),
         })
     }
 
@@ -156,21 +166,57 @@ impl PgMeta {
         let schema: i32 = self.value(SCHEMA, &[]).await?;
         // "15.18 (Debian 15.18-1.pgdg120+1)": the number is enough.
         let version = version.split_whitespace().next().unwrap_or("?");
+        // The server's view of this very connection.
+        let ssl: Option<String> = self
+            .value(
+                "SELECT CASE WHEN ssl THEN version END FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .await?;
+        let tls = match ssl {
+            Some(v) => format!("{v} ({}), {}", self.tls.mode, self.tls.verified()),
+            None => format!("no TLS (sslmode={})", self.tls.mode),
+        };
         Ok(format!(
-            "PostgreSQL {version} at {}, schema version {schema}",
+            "PostgreSQL {version} at {}, schema version {schema}, {tls}",
             self.at
         ))
     }
+}
+
+/// Says what a failed handshake means in libpq's words: the server
+/// offers no TLS, or its certificate failed the mode's check.
+fn tls_hint(why: String, tls: &PgTls) -> String {
+    if why.contains("server does not support TLS") {
+        return format!(
+            "the server does not offer TLS, and sslmode={} requires it",
+            tls.mode
+        );
+    }
+    if why.contains("invalid peer certificate") {
+        let cause = why.rsplit(": ").next().unwrap_or(&why);
+        return format!(
+            "the server's certificate failed sslmode={} ({cause}; {})",
+            tls.mode,
+            match &tls.rootcert {
+                Some(tls::RootCert::File(p)) => format!("sslrootcert={}", p.display()),
+                Some(tls::RootCert::System) => "sslrootcert=system".into(),
+                None => "no sslrootcert".into(),
+            }
+        );
+    }
+    why
 }
 
 /// Parses the URL and adds the timeouts that keep a lost server from
 /// hanging a connection: `connect_timeout` for the handshake, and
 /// `TCP_USER_TIMEOUT` for a query sent to a server that vanished without
 /// a reset (TCP would otherwise retransmit for ~15 minutes).
-fn config(url: &str, timeout: Duration) -> Result<Config, MetaError> {
+fn config(url: &str, timeout: Duration, mode: SslMode) -> Result<Config, MetaError> {
     let mut cfg: Config = url
         .parse()
         .map_err(|e: PgError| MetaError::new(format!("PostgreSQL: invalid URL: {}", chain(&e))))?;
+    cfg.ssl_mode(mode.ssl_mode());
     cfg.connect_timeout(timeout);
     cfg.tcp_user_timeout(timeout);
     if cfg.get_application_name().is_none() {
@@ -181,6 +227,7 @@ fn config(url: &str, timeout: Duration) -> Result<Config, MetaError> {
 
 fn pool(
     cfg: Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
     size: usize,
     timeout: Duration,
 ) -> Result<Pool, deadpool_postgres::BuildError> {
@@ -189,7 +236,7 @@ fn pool(
     let manager = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
-    Pool::builder(Manager::from_config(cfg, NoTls, manager))
+    Pool::builder(Manager::from_config(cfg, tls, manager))
         .max_size(size)
         .wait_timeout(Some(timeout))
         .create_timeout(Some(timeout))
