@@ -4,6 +4,12 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// The static (musl) binary's allocator: see Cargo.toml's note and
+/// README "A binary that runs anywhere".
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod build;
 mod creds;
