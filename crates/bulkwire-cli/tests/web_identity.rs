@@ -163,7 +163,7 @@ fn a_refused_token_or_an_untrusted_sts_fails_the_check() {
     assert!(sts.served().is_empty(), "{:?}", sts.served());
 
     // The right token, but no SSL_CERT_FILE: the system's roots do not know the stand-in's
-    // CA. The client retries a failed connection (30 s of backoff) before it gives up.
+    // CA, so the handshake fails and STS never sees a request.
     std::fs::write(&token_file, TOKEN).unwrap();
     let before = sts.asked().len();
     let out = check(&dir, bucket, &env(sw, &sts, &token_file, None));
