@@ -2,6 +2,10 @@
 //! `CredsServer`: IMDSv2 and the container credentials endpoint on a
 //! loopback port) and a real SeaweedFS that accepts the short-lived keys
 //! they hand out. Nothing here reaches 169.254.169.254.
+//!
+//! Web identity is tested through the binary (`crates/bulkwire-cli/tests/web_identity.rs`):
+//! its STS stand-in is HTTPS, and the client trusts that stand-in's CA through `SSL_CERT_FILE`,
+//! which only a child process can be given without racing this process's other tests.
 
 use bulkwire_store::{new_id, BlobStore, Lease, S3BlobStore, S3Config};
 use bulkwire_testenv::{must, shared_seaweed, CredsServer, Seaweed, CONTAINER_TOKEN};

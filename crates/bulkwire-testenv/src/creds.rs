@@ -36,13 +36,54 @@ pub struct CredsServer {
 }
 
 struct State {
-    start: SystemTime,
-    period: Duration,
-    /// The keys of each period, minted when first asked for.
-    minted: Mutex<Vec<(usize, crate::TempKeys)>>,
-    mint: Mint,
+    keys: Rotation,
     /// Requests refused for a missing or wrong token.
     refused: AtomicUsize,
+}
+
+/// Keys that change every `period`, each set minted when first asked for: what every stand-in
+/// here hands out (the STS one too, `crate::sts`).
+pub(crate) struct Rotation {
+    start: SystemTime,
+    period: Duration,
+    /// The keys of each period, in order.
+    minted: Mutex<Vec<(usize, crate::TempKeys)>>,
+    mint: Mint,
+}
+
+impl Rotation {
+    pub(crate) fn new(period: Duration, mint: Mint) -> Rotation {
+        Rotation {
+            start: SystemTime::now(),
+            period,
+            minted: Mutex::new(Vec::new()),
+            mint,
+        }
+    }
+
+    /// The current period's keys, and the end of that period (their `Expiration`).
+    pub(crate) fn current(&self) -> Result<(crate::TempKeys, SystemTime), String> {
+        let since = SystemTime::now()
+            .duration_since(self.start)
+            .unwrap_or_default();
+        let n = (since.as_nanos() / self.period.as_nanos().max(1)) as usize;
+        let expires = self.start + self.period * (n as u32 + 1);
+        let mut minted = self.minted.lock().unwrap();
+        match minted.last() {
+            Some((m, k)) if *m == n => Ok((k.clone(), expires)),
+            _ => {
+                let k = (self.mint)()?;
+                minted.push((n, k.clone()));
+                Ok((k, expires))
+            }
+        }
+    }
+
+    /// The key ids handed out so far, each once, in order.
+    pub(crate) fn served(&self) -> Vec<String> {
+        let m = self.minted.lock().unwrap();
+        m.iter().map(|(_, k)| k.key_id.clone()).collect()
+    }
 }
 
 impl CredsServer {
@@ -54,10 +95,7 @@ impl CredsServer {
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(State {
-            start: SystemTime::now(),
-            period,
-            minted: Mutex::new(Vec::new()),
-            mint,
+            keys: Rotation::new(period, mint),
             refused: AtomicUsize::new(0),
         });
         let (s, st) = (stop.clone(), state.clone());
@@ -77,8 +115,7 @@ impl CredsServer {
 
     /// The key ids handed out so far, each once, in order.
     pub fn served(&self) -> Vec<String> {
-        let m = self.state.minted.lock().unwrap();
-        m.iter().map(|(_, k)| k.key_id.clone()).collect()
+        self.state.keys.served()
     }
 
     /// Requests refused for want of the right token.
@@ -111,11 +148,44 @@ fn serve(listener: TcpListener, stop: Arc<AtomicBool>, state: Arc<State>) {
 fn answer(conn: TcpStream, state: &State) -> std::io::Result<()> {
     conn.set_nonblocking(false)?;
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut reader = BufReader::new(conn.try_clone()?);
+    let head = read_head(&mut BufReader::new(conn.try_clone()?))?;
+    let (status, body) = route(&head, state);
+    if status == 401 {
+        state.refused.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut conn = conn;
+    write!(
+        conn,
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    conn.flush()
+}
+
+/// A request's line and headers.
+pub(crate) struct Head {
+    pub(crate) method: String,
+    /// The path and query, as sent.
+    pub(crate) target: String,
+    /// Names in lowercase.
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+impl Head {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads a request's line and headers, up to the blank line.
+pub(crate) fn read_head(reader: &mut impl BufRead) -> std::io::Result<Head> {
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let mut parts = line.split_whitespace();
-    let (method, path) = (
+    let (method, target) = (
         parts.next().unwrap_or("").to_string(),
         parts.next().unwrap_or("").to_string(),
     );
@@ -129,30 +199,19 @@ fn answer(conn: TcpStream, state: &State) -> std::io::Result<()> {
             headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
         }
     }
-    let (status, body) = route(&method, &path, &headers, state);
-    if status == 401 {
-        state.refused.fetch_add(1, Ordering::Relaxed);
-    }
-    let mut conn = conn;
-    write!(
-        conn,
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    conn.flush()
+    Ok(Head {
+        method,
+        target,
+        headers,
+    })
 }
 
 const IMDS_TOKEN: &str = "bulkwire-imds-session";
 
-fn route(method: &str, path: &str, headers: &[(String, String)], state: &State) -> (u16, String) {
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+fn route(head: &Head, state: &State) -> (u16, String) {
+    let header = |name: &str| head.header(name);
     const CREDS: &str = "/latest/meta-data/iam/security-credentials/";
-    match (method, path) {
+    match (head.method.as_str(), head.target.as_str()) {
         ("PUT", "/latest/api/token") => match header("x-aws-ec2-metadata-token-ttl-seconds") {
             Some(_) => (200, IMDS_TOKEN.into()),
             None => (400, "missing TTL".into()),
@@ -185,21 +244,7 @@ fn answer_keys(state: &State, imds: bool) -> (u16, String) {
 
 /// The current period's keys as the metadata services write them.
 fn keys(state: &State, imds: bool) -> Result<String, String> {
-    let now = SystemTime::now();
-    let since = now.duration_since(state.start).unwrap_or_default();
-    let n = (since.as_nanos() / state.period.as_nanos().max(1)) as usize;
-    let expires = state.start + state.period * (n as u32 + 1);
-    let k = {
-        let mut minted = state.minted.lock().unwrap();
-        match minted.last() {
-            Some((m, k)) if *m == n => k.clone(),
-            _ => {
-                let k = (state.mint)()?;
-                minted.push((n, k.clone()));
-                k
-            }
-        }
-    };
+    let (k, expires) = state.keys.current()?;
     let code = if imds {
         r#""Code":"Success","Type":"AWS-HMAC","#
     } else {

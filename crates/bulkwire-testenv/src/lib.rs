@@ -1,6 +1,6 @@
 //! Real servers for bulkwire's tests: PostgreSQL and SeaweedFS (an S3-compatible object store),
 //! Azurite (Azure Blob Storage) and fake-gcs-server (Google Cloud Storage), and local stand-ins
-//! for the cloud's credential endpoints.
+//! for the cloud's credential endpoints (EC2's and ECS's metadata services, STS over HTTPS).
 //!
 //! Why real servers: the store writes through a database and an object store, and the failures
 //! that matter (a part below S3's 5 MiB minimum, an abandoned multipart upload, a database that
@@ -29,12 +29,14 @@ mod proc;
 mod scratch;
 mod seaweed;
 mod spawn;
+mod sts;
 
 pub use creds::{CredsServer, Mint, CONTAINER_TOKEN};
 pub use emulators::{shared_azurite, shared_fake_gcs, Emulator, AZURITE_ACCOUNT, AZURITE_KEY};
 pub use postgres::{shared_postgres, Certs, Postgres, CERT_USER};
 pub use scratch::test_dir;
 pub use seaweed::{default_cache, shared_seaweed, weed_binary, Seaweed, TempKeys};
+pub use sts::{StsRequest, StsServer};
 
 /// Unwraps a start result, panicking with its reason: a test needing a server that could not be
 /// started must fail, not skip.
