@@ -18,7 +18,6 @@
 use crate::gcs::split_url;
 use crate::s3::{invalid, Clients, Cloud, Common, ObjectBlobStore};
 use object_store::azure::{MicrosoftAzure, MicrosoftAzureBuilder};
-use object_store::{ClientOptions, RetryConfig};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,21 +109,14 @@ impl ObjectBlobStore {
         }
         crate::s3::install_tls_provider();
         let build = |timeout: Option<Duration>| -> io::Result<MicrosoftAzure> {
-            let mut o = ClientOptions::new().with_connect_timeout(cfg.connect_timeout);
-            o = match timeout {
-                Some(t) => o.with_timeout(t),
-                None => o.with_timeout_disabled(),
-            };
+            let o = crate::s3::client_options(cfg.connect_timeout, timeout);
             let mut b = MicrosoftAzureBuilder::new();
             for (k, v) in &cfg.vars {
                 if let Ok(key) = k.to_ascii_lowercase().parse() {
                     b = b.with_config(key, v);
                 }
             }
-            let retry = RetryConfig {
-                retry_timeout: cfg.retry_timeout,
-                ..RetryConfig::default()
-            };
+            let retry = crate::s3::retry_config(cfg.retry_timeout);
             b.with_container_name(&cfg.container)
                 .with_client_options(o)
                 .with_retry(retry)

@@ -56,9 +56,7 @@ use futures_util::TryStreamExt;
 use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorage, GoogleCloudStorageBuilder};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
-use object_store::{
-    ClientOptions, MultipartId, ObjectStore, ObjectStoreExt, PutPayload, PutResult, RetryConfig,
-};
+use object_store::{MultipartId, ObjectStore, ObjectStoreExt, PutPayload, PutResult};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,21 +143,14 @@ impl ObjectBlobStore {
         }
         crate::s3::install_tls_provider();
         let build = |timeout: Option<Duration>| -> io::Result<GoogleCloudStorage> {
-            let mut o = ClientOptions::new().with_connect_timeout(cfg.connect_timeout);
-            o = match timeout {
-                Some(t) => o.with_timeout(t),
-                None => o.with_timeout_disabled(),
-            };
+            let o = crate::s3::client_options(cfg.connect_timeout, timeout);
             let mut b = GoogleCloudStorageBuilder::new();
             for (k, v) in &cfg.vars {
                 if let Ok(key) = k.to_ascii_lowercase().parse() {
                     b = b.with_config(key, v);
                 }
             }
-            let retry = RetryConfig {
-                retry_timeout: cfg.retry_timeout,
-                ..RetryConfig::default()
-            };
+            let retry = crate::s3::retry_config(cfg.retry_timeout);
             b.with_bucket_name(&cfg.bucket)
                 .with_client_options(o.with_allow_http(true))
                 .with_retry(retry)

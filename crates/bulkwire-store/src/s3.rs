@@ -228,10 +228,7 @@ impl S3Config {
     }
 
     fn client(&self, client: ClientOptions) -> io::Result<AmazonS3> {
-        let retry = RetryConfig {
-            retry_timeout: self.retry_timeout,
-            ..RetryConfig::default()
-        };
+        let retry = retry_config(self.retry_timeout);
         let mut b = AmazonS3Builder::new()
             .with_bucket_name(&self.bucket)
             .with_region(self.region())
@@ -380,9 +377,8 @@ impl ObjectBlobStore {
     pub fn new(cfg: S3Config) -> io::Result<ObjectBlobStore> {
         cfg.check()?;
         install_tls_provider();
-        let options = || ClientOptions::new().with_connect_timeout(cfg.connect_timeout);
-        let store = cfg.client(options().with_timeout(cfg.timeout))?;
-        let reader = cfg.client(options().with_timeout_disabled())?;
+        let store = cfg.client(client_options(cfg.connect_timeout, Some(cfg.timeout)))?;
+        let reader = cfg.client(client_options(cfg.connect_timeout, None))?;
         let clients = Clients {
             store: Arc::new(store.clone()),
             reader: Arc::new(reader),
@@ -1237,6 +1233,25 @@ impl Drop for S3Writer {
                 tracing::warn!("{e} (the lease's cleanup will retry)");
             }
         });
+    }
+}
+
+/// Options of an object store's client (S3, Azure, GCS): connect within
+/// `connect`; each request within `timeout`, or, for the reader whose
+/// stream a download holds open, without a deadline (`None`).
+pub(crate) fn client_options(connect: Duration, timeout: Option<Duration>) -> ClientOptions {
+    let o = ClientOptions::new().with_connect_timeout(connect);
+    match timeout {
+        Some(t) => o.with_timeout(t),
+        None => o.with_timeout_disabled(),
+    }
+}
+
+/// The crate's retries, given up after `retry_timeout`.
+pub(crate) fn retry_config(retry_timeout: Duration) -> RetryConfig {
+    RetryConfig {
+        retry_timeout,
+        ..RetryConfig::default()
     }
 }
 
