@@ -363,18 +363,8 @@ fn make_certs(dir: &Path, run_as: Option<(u32, u32)>) -> Result<Certs, String> {
     let tls = dir.join("tls");
     fs::create_dir_all(&tls).map_err(|e| format!("{}: {e}", tls.display()))?;
     let f = |name: &str| tls.join(name);
-    let openssl = |args: &[&str]| -> Result<(), String> {
-        run(Command::new("openssl").args(args).current_dir(&tls))
-            .map(drop)
-            .map_err(|e| format!("making test certificates (needs the openssl command): {e}"))
-    };
-    let key = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
+    let openssl = |args: &[&str]| crate::proc::openssl(&tls, args);
+    let key = crate::proc::EC_KEY;
     for ca in ["ca", "other-ca"] {
         let (k, c, subj) = (
             format!("{ca}.key"),

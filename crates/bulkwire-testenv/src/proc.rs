@@ -11,6 +11,23 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use rustix::process::{kill_process, Pid};
 
+/// Runs the `openssl` command in `dir` (test certificates for PostgreSQL
+/// and the STS stand-in).
+pub(crate) fn openssl(dir: &std::path::Path, args: &[&str]) -> Result<(), String> {
+    run(Command::new("openssl").args(args).current_dir(dir))
+        .map(drop)
+        .map_err(|e| format!("making test certificates (needs the openssl command): {e}"))
+}
+
+/// `openssl req` arguments for a new P-256 key, unencrypted.
+pub(crate) const EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
 /// Runs a command to completion; its stdout on success, otherwise a message with stderr.
 pub(crate) fn run(cmd: &mut Command) -> Result<String, String> {
     let program = cmd.get_program().to_string_lossy().into_owned();

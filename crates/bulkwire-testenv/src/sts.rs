@@ -22,7 +22,6 @@ use std::fs;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -33,7 +32,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
 use crate::creds::{read_head, rfc3339, Head, Mint, Rotation};
-use crate::proc::run;
 use crate::scratch::Scratch;
 
 /// The largest request body read (a form of a token and a role is far smaller).
@@ -145,18 +143,8 @@ fn tls_config(dir: &Path) -> Result<Arc<ServerConfig>, String> {
 }
 
 fn make_certs(dir: &Path) -> Result<(), String> {
-    let openssl = |args: &[&str]| -> Result<(), String> {
-        run(Command::new("openssl").args(args).current_dir(dir))
-            .map(drop)
-            .map_err(|e| format!("making test certificates (needs the openssl command): {e}"))
-    };
-    let key = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
+    let openssl = |args: &[&str]| crate::proc::openssl(dir, args);
+    let key = crate::proc::EC_KEY;
     let mut ca = vec![
         "req",
         "-x509",
