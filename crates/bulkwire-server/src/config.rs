@@ -534,6 +534,12 @@ pub struct Limits {
     /// there in which order), or when every one is busy the new one gets
     /// 503.
     pub max_connections: Option<usize>,
+    /// Threads that serve connections, each with an event loop of its own
+    /// (as nginx's workers): a connection stays on the thread it was handed
+    /// to, the one serving the fewest at its accept (`crate::workers`).
+    /// 0 (the default): connections are served by the runtime the server
+    /// runs on (tokio's work-stealing pool).
+    pub connection_threads: usize,
     /// SOAP attachments stored before the root part says whether they are
     /// referenced (an MTOM `start` may name a later part); each holds a
     /// temp file. Attachments after the root that nothing refers to are
@@ -740,6 +746,7 @@ impl Default for Limits {
             min_body_rate_grace_ms: 20_000,
             preauth_bytes: 16 << 10,
             max_connections: None,
+            connection_threads: 0,
             soap_early_attachments: 4,
             list_limit: 1000,
             filename_bytes: 1024,
@@ -826,6 +833,10 @@ impl Limits {
         ];
         if let Some((n, _)) = zero.iter().find(|(_, v)| *v == 0) {
             return Err(format!("limits.{n} must be > 0"));
+        }
+        let most = crate::workers::MAX_WORKERS;
+        if self.connection_threads > most {
+            return Err(format!("limits.connection_threads must be <= {most}"));
         }
         // Heartbeats come every sixth of it and SQLite keeps whole seconds:
         // shorter, a node could see its own live uploads as expired.

@@ -408,6 +408,7 @@ mod tests {
                 "login_table_entries",
                 "variant_max_pixels",
                 "variant_queue",
+                "connection_threads",
             ];
             let unitless = t.ends_with(&format!("= {n}"));
             assert_eq!(unitless, counts.contains(&k.as_str()), "{k}: {t}");

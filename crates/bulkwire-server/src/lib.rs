@@ -48,6 +48,7 @@ pub mod stores;
 pub mod upload;
 pub mod variants;
 pub mod web;
+mod workers;
 
 pub use auth::Auth;
 pub use config::{parse_listen, AuthKeys, Config, Limits, PerRole, S3Keys, User};

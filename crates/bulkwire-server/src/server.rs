@@ -16,6 +16,7 @@ use crate::handlers;
 use crate::linger::Io;
 use crate::state::AppState;
 use crate::store::{self, lease, BlobStore, MetaStore};
+use crate::workers::Workers;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -210,6 +211,7 @@ impl Server {
             // (`crate::sendfile`).
             .writev(true);
         let (stop_tx, stop) = watch::channel(false);
+        let workers = Workers::start(limits.connection_threads, limits.blocking_threads())?;
         let janitor = AbortOnDrop(self.spawn_janitor());
         let _link_key = AbortOnDrop(self.spawn_link_key_reload());
         let _parked = AbortOnDrop(self.spawn_parked_sweep());
@@ -225,7 +227,7 @@ impl Server {
         loop {
             tokio::select! {
                 r = self.listener.accept() => match r {
-                    Ok((stream, _)) => self.accept(stream, &builder, &stop),
+                    Ok((stream, _)) => self.accept(stream, &builder, &stop, &workers),
                     Err(e) => {
                         // Only when the descriptor budget was overrun from
                         // outside (see `conns`): back off, do not spin.
@@ -237,7 +239,8 @@ impl Server {
             }
         }
         drop(janitor);
-        self.drain(&builder, stop_tx).await;
+        self.drain(&builder, stop_tx, &workers).await;
+        workers.stop().await;
         Ok(())
     }
 
@@ -248,7 +251,12 @@ impl Server {
     /// connection open at the signal has closed or the grace period is
     /// over. The log says what it waits for, and every few seconds how
     /// much is left.
-    async fn drain(&self, builder: &http1::Builder, stop_tx: watch::Sender<bool>) {
+    async fn drain(
+        &self,
+        builder: &http1::Builder,
+        stop_tx: watch::Sender<bool>,
+        workers: &Workers,
+    ) {
         let grace = self.state.config.limits.shutdown_grace();
         self.state.draining.store(true, Relaxed);
         let open = self.state.conns.open_ids();
@@ -292,7 +300,7 @@ impl Server {
                 }
                 r = self.listener.accept() => {
                     if let Ok((stream, _)) = r {
-                        self.accept(stream, builder, &never);
+                        self.accept(stream, builder, &never, workers);
                     }
                 }
             }
@@ -348,8 +356,15 @@ impl Server {
     }
 
     /// Serves a new connection within the budget ([`crate::conns`]): shed
-    /// another at the cap, or answer 503.
-    fn accept(&self, stream: TcpStream, builder: &http1::Builder, stop: &watch::Receiver<bool>) {
+    /// another at the cap, or answer 503. Served on a worker
+    /// ([`crate::workers`]) when there are any.
+    fn accept(
+        &self,
+        stream: TcpStream,
+        builder: &http1::Builder,
+        stop: &watch::Receiver<bool>,
+        workers: &Workers,
+    ) {
         // Answers go out whole at once: Nagle's algorithm would only hold
         // a short one back for the ACK of the last.
         let _ = stream.set_nodelay(true);
@@ -380,6 +395,23 @@ impl Server {
             }
         };
         let peer = stream.peer_addr().ok();
+        let (stream, worker) = match workers.place() {
+            None => (stream, None),
+            // Registered with the worker's reactor, so that its readiness
+            // wakes the worker's thread and no other.
+            Some((rt, live)) => match stream.into_std().and_then(|s| {
+                let _in = rt.enter();
+                TcpStream::from_std(s)
+            }) {
+                Ok(s) => (s, Some((rt.clone(), live))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot hand a connection to a worker");
+                    return;
+                }
+            },
+        };
+        // Whatever the connection makes (hyper's timers) is the worker's.
+        let _in = worker.as_ref().map(|(rt, _)| rt.enter());
         let io = Io::new(stream, state.clone(), Some(handle.clone()));
         let slot = io.file_slot();
         let io = TokioIo::new(io);
@@ -390,7 +422,14 @@ impl Server {
             handlers::handle(state.clone(), req, busy, peer)
         });
         let conn = builder.serve_connection(io, svc);
-        tokio::spawn(serve(conn, handle, shed, stop.clone()));
+        let serve = serve(conn, handle, shed, stop.clone());
+        match worker {
+            None => drop(tokio::spawn(serve)),
+            Some((rt, live)) => drop(rt.spawn(async move {
+                serve.await;
+                drop(live);
+            })),
+        }
     }
 
     /// Runs on the current runtime in the background; for tests and

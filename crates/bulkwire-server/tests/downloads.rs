@@ -94,6 +94,67 @@ async fn downloads_carry_every_byte_whole_and_by_range() {
     .await;
 }
 
+/// This process's threads named as `connection_threads` workers.
+fn worker_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("bulkwire-conn-"))
+        .count()
+}
+
+/// With `connection_threads`, connections are served by worker threads
+/// with an event loop each (`bulkwire_server::workers`): uploads, and
+/// downloads whole and by range, eight connections at once (on either
+/// store: the shared ones' clients are the server runtime's); the workers
+/// end with the server.
+#[tokio::test]
+async fn worker_threads_serve_connections_and_end_with_the_server() {
+    let h = start_edited(|c| c.limits.connection_threads = 2).await;
+    // They start with the server's task.
+    wait_until("two workers started", || worker_threads() == 2).await;
+    let mut tasks = Vec::new();
+    for i in 0..8u64 {
+        let (http, base) = (client(), h.url(""));
+        tasks.push(tokio::spawn(async move {
+            let data = payload(CHUNK / 4 + i as usize, 100 + i);
+            let r = http
+                .put(format!("{base}/v1/media/w{i}.bin"))
+                .bearer_auth(TOKEN)
+                .header("content-type", "application/octet-stream")
+                .body(data.clone())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201);
+            let j: Value = r.json().await.unwrap();
+            let url = format!("{base}/v1/media/{}", j["media"][0]["id"].as_str().unwrap());
+            let get = |range: Option<&str>| {
+                let r = http.get(&url).bearer_auth(TOKEN);
+                match range {
+                    Some(v) => r.header("range", v),
+                    None => r,
+                }
+            };
+            let whole = get(None).send().await.unwrap().bytes().await.unwrap();
+            assert!(whole == data, "connection {i}: every byte");
+            let r = get(Some("bytes=1000-1999")).send().await.unwrap();
+            assert_eq!(r.status(), 206);
+            assert_eq!(r.bytes().await.unwrap(), data[1000..2000]);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let Harness { srv, dir, .. } = h;
+    srv.shutdown().await.unwrap();
+    drop(dir);
+    wait_until("the workers ended with the server", || {
+        worker_threads() == 0
+    })
+    .await;
+}
+
 /// Reads an answer's head, byte by byte (the body stays in the socket),
 /// lower-cased.
 async fn read_head(s: &mut TcpStream) -> String {
