@@ -17,16 +17,18 @@
 //! end), so that a connection reset is seen as such, and through curl for
 //! form-data. Every wait has a deadline: a hang fails the test.
 
-use bulkwire_testenv::{default_cache, must, shared_postgres, shared_seaweed, Postgres, Seaweed};
+use bulkwire_testenv::{
+    await_banner, default_cache, must, shared_postgres, shared_seaweed, Postgres, Seaweed,
+};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -185,10 +187,11 @@ impl Node {
             )
             .spawn()
             .expect("starting bulkwire serve");
-        let addr = banner_addr(child.stdout.take().unwrap());
-        let addr = addr.unwrap_or_else(|| {
+        // 60 s: migrations of nodes starting together queue on a lock.
+        let banner = await_banner(child.stdout.take().unwrap(), Duration::from_secs(60));
+        let (addr, _) = banner.unwrap_or_else(|e| {
             let _ = child.kill();
-            panic!("node {name} did not start:\n{}", tail(&log))
+            panic!("node {name} did not start ({e}):\n{}", tail(&log))
         });
         Node { child, addr, log }
     }
@@ -218,25 +221,6 @@ impl Drop for Node {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The address from the "listening on" line, within 60 s (migrations of
-/// nodes starting together queue on a lock). The reader thread goes on
-/// draining stdout, so the node never blocks on a full pipe.
-fn banner_addr(out: std::process::ChildStdout) -> Option<SocketAddr> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let addr = line
-                .strip_prefix("bulkwire: listening on http://")
-                .and_then(|r| r.split(' ').next())
-                .and_then(|a| a.parse::<SocketAddr>().ok());
-            if let Some(a) = addr {
-                let _ = tx.send(a);
-            }
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(60)).ok()
 }
 
 /// A log's last lines but the S3 client's retries (one line per attempt).

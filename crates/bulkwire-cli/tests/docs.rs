@@ -34,7 +34,6 @@
 //! names a file that exists and, with `#anchor`, a heading in it.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -163,27 +162,20 @@ fn serve(dir: &Path) -> Server {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let (mut token, mut banner) = (None, Vec::new());
-    let addr = loop {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "server exited: {banner:?}"
-        );
-        if banner
-            .last()
-            .is_some_and(|l: &String| l.contains("created an API token"))
-        {
-            token = Some(line.trim().to_string());
-        }
-        if let Some(r) = line.strip_prefix("bulkwire: listening on http://") {
-            break r.split(' ').next().unwrap().to_string();
-        }
-        banner.push(line);
-    };
-    let token = token.unwrap_or_else(|| panic!("no token printed on a first start: {banner:?}"));
-    Server { child, addr, token }
+    let out = child.stdout.take().unwrap();
+    let (addr, banner) =
+        bulkwire_testenv::must(bulkwire_testenv::await_banner(out, Duration::from_secs(30)));
+    // The token is the line after the one announcing it.
+    let token = banner
+        .windows(2)
+        .find(|w| w[0].contains("created an API token"))
+        .map(|w| w[1].trim().to_string())
+        .unwrap_or_else(|| panic!("no token printed on a first start: {banner:?}"));
+    Server {
+        child,
+        addr: addr.to_string(),
+        token,
+    }
 }
 
 /// Pseudo-random bytes (incompressible, so no layer shrinks them).

@@ -59,14 +59,9 @@ impl Serve {
                 let _ = tx.send(l);
             }
         });
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let addr = loop {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "server exited");
-            if let Some(r) = line.strip_prefix("bulkwire: listening on http://") {
-                break r.split(' ').next().unwrap().parse().unwrap();
-            }
-        };
+        let out = child.stdout.take().unwrap();
+        let (addr, _) =
+            bulkwire_testenv::must(bulkwire_testenv::await_banner(out, Duration::from_secs(30)));
         Serve { child, addr, log }
     }
 

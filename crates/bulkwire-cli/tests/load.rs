@@ -277,7 +277,9 @@ fn against_bulkwire_serve_a_wrong_password_is_all_errors() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let addr = listening_on(serve.stdout.take().unwrap());
+    let out = serve.stdout.take().unwrap();
+    let banner = bulkwire_testenv::await_banner(out, std::time::Duration::from_secs(30));
+    let (addr, _) = bulkwire_testenv::must(banner);
     let file = data.join("photo.jpg");
     std::fs::write(&file, vec![3u8; 4_000]).unwrap();
     let json = data.join("r.json");
@@ -310,17 +312,6 @@ fn against_bulkwire_serve_a_wrong_password_is_all_errors() {
     assert_eq!(j["errors"], 10, "{j}");
     assert_eq!(j["by_fault"]["xmlrpc:403"], 10, "{j}");
     assert!(j["memory"]["peak_bytes"].as_u64().unwrap() > 0, "{j}");
-}
-
-/// The address from `bulkwire serve`'s "listening on" line.
-fn listening_on(stdout: std::process::ChildStdout) -> String {
-    let mut lines = BufReader::new(stdout).lines();
-    loop {
-        let line = lines.next().expect("serve exited early").unwrap();
-        if let Some(rest) = line.strip_prefix("bulkwire: listening on http://") {
-            return rest.split(' ').next().unwrap().to_owned();
-        }
-    }
 }
 
 #[test]

@@ -19,14 +19,13 @@
 //! checked does not depend on the day the test runs (an expired
 //! unfinished upload is 410 and its bytes are the janitor's).
 
-use bulkwire_testenv::{must, shared_postgres};
+use bulkwire_testenv::{await_banner, must, shared_postgres};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 const TOKEN: &str = "migration-test-token";
@@ -105,24 +104,11 @@ impl Serve {
             .spawn()
             .expect("starting bulkwire serve");
         let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        // Reads on after the banner, so the server never blocks on stdout.
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let addr = line
-                    .strip_prefix("bulkwire: listening on http://")
-                    .and_then(|r| r.split(' ').next())
-                    .and_then(|a| a.parse::<SocketAddr>().ok());
-                if let Some(a) = addr {
-                    let _ = tx.send(a);
-                }
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(addr) => Serve { child, addr },
-            Err(_) => {
+        match await_banner(out, Duration::from_secs(60)) {
+            Ok((addr, _)) => Serve { child, addr },
+            Err(e) => {
                 let _ = child.kill();
-                panic!("bulkwire serve did not start: {:?}", child.wait());
+                panic!("bulkwire serve did not start ({e}): {:?}", child.wait());
             }
         }
     }

@@ -7,7 +7,7 @@
 //! status is seen exactly as sent.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -43,17 +43,9 @@ impl Serve {
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap());
         let mut child = cmd.spawn().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let addr = loop {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "server exited early");
-            let a = line
-                .strip_prefix("bulkwire: listening on http://")
-                .and_then(|r| r.split(' ').next());
-            if let Some(a) = a {
-                break a.parse().unwrap();
-            }
-        };
+        let out = child.stdout.take().unwrap();
+        let banner = bulkwire_testenv::await_banner(out, Duration::from_secs(30));
+        let (addr, _) = bulkwire_testenv::must(banner);
         Serve { child, addr, log }
     }
 

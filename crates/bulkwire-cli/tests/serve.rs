@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -45,24 +45,9 @@ impl Serve {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting the server (prlimit, from util-linux, for the descriptor test)");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut banner = Vec::new();
-        let addr = loop {
-            let mut line = String::new();
-            assert!(
-                out.read_line(&mut line).unwrap() > 0,
-                "server exited early: {banner:?}"
-            );
-            let line = line.trim_end().to_string();
-            let addr = line
-                .strip_prefix("bulkwire: listening on http://")
-                .and_then(|r| r.split(' ').next())
-                .map(|a| a.parse().unwrap());
-            banner.push(line);
-            if let Some(a) = addr {
-                break a;
-            }
-        };
+        let out = child.stdout.take().unwrap();
+        let banner = bulkwire_testenv::await_banner(out, Duration::from_secs(30));
+        let (addr, banner) = bulkwire_testenv::must(banner);
         Serve {
             child,
             addr,

@@ -18,7 +18,7 @@
 use bulkwire_testenv::{must, shared_seaweed, Mint, Seaweed, StsServer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -223,17 +223,9 @@ impl Serve {
             .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
             .spawn()
             .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let addr = loop {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "server exited early");
-            let a = line
-                .strip_prefix("bulkwire: listening on http://")
-                .and_then(|r| r.split(' ').next());
-            if let Some(a) = a {
-                break a.parse().unwrap();
-            }
-        };
+        let out = child.stdout.take().unwrap();
+        let banner = bulkwire_testenv::await_banner(out, Duration::from_secs(30));
+        let (addr, _) = bulkwire_testenv::must(banner);
         Serve { child, addr }
     }
 

@@ -22,6 +22,7 @@
 //! Nothing here is async: tests call these functions from plain `#[test]`s, outside any runtime.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod banner;
 mod creds;
 mod emulators;
 mod postgres;
@@ -31,6 +32,7 @@ mod seaweed;
 mod spawn;
 mod sts;
 
+pub use banner::{await_banner, listening_addr};
 pub use creds::{CredsServer, Mint, CONTAINER_TOKEN};
 pub use emulators::{shared_azurite, shared_fake_gcs, Emulator, AZURITE_ACCOUNT, AZURITE_KEY};
 pub use postgres::{shared_postgres, Certs, Postgres, CERT_USER};
