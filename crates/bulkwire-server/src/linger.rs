@@ -62,8 +62,6 @@ pub struct Io {
     /// Armed while a write waits: no byte accepted until it fires.
     stall: Option<Pin<Box<Sleep>>>,
     stalled: bool,
-    /// `TCP_CORK` set for a download's head and file.
-    corked: bool,
 }
 
 /// The discard buffer of a lingering connection.
@@ -81,7 +79,6 @@ impl Io {
             slot: Arc::default(),
             stall: None,
             stalled: false,
-            corked: false,
         }
     }
 
@@ -97,17 +94,29 @@ impl Io {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let first = sendfile::first_placeholder(bufs);
-        if first.is_some() != self.corked {
-            // Corked from a download's head to its last byte; anything else
-            // (the next answer) goes out as it is written.
-            self.corked = first.is_some();
-            sendfile::cork(&self.stream, self.corked);
-        }
-        match first {
+        match sendfile::first_placeholder(bufs) {
             None => Pin::new(&mut self.stream).poll_write_vectored(cx, bufs),
             Some(0) => self.poll_send_file(cx, &bufs[0]),
-            Some(i) => Pin::new(&mut self.stream).poll_write_vectored(cx, &bufs[..i]),
+            Some(i) => self.poll_send_head(cx, &bufs[..i]),
+        }
+    }
+
+    /// Writes what comes before a placeholder (a download's head) with
+    /// `MSG_MORE`, so that it leaves with the file's first bytes.
+    fn poll_send_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        head: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.stream.poll_write_ready(cx))?;
+            let r = self.stream.try_io(tokio::io::Interest::WRITABLE, || {
+                sendfile::send_more(&self.stream, head)
+            });
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
         }
     }
 
@@ -124,10 +133,7 @@ impl Io {
             });
             match r {
                 Ok(n) => {
-                    if self.slot.sent(n) {
-                        self.corked = false;
-                        sendfile::cork(&self.stream, false);
-                    }
+                    self.slot.sent(n);
                     return Poll::Ready(Ok(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,

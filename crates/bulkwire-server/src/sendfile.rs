@@ -39,6 +39,9 @@
 //!   never opened for writing again; `DELETE` unlinks, which leaves an open
 //!   download its inode), so only an outside hand can truncate one.
 //!
+//! The head before a placeholder is written with `MSG_MORE`
+//! ([`send_more`]), so that it leaves with the file's first bytes.
+//!
 //! Pages not in the page cache are read by `sendfile` on the runtime's
 //! thread, as nginx does without `aio`: the file store opens the file with
 //! `POSIX_FADV_SEQUENTIAL` (a larger read-ahead). Linux only; elsewhere
@@ -152,23 +155,21 @@ impl FileSlot {
     }
 
     /// `n` bytes of the armed chunk went out; the body is woken when it
-    /// is whole. True when they ended the download (its last chunk).
-    pub(crate) fn sent(&self, n: usize) -> bool {
+    /// is whole.
+    pub(crate) fn sent(&self, n: usize) {
         let mut s = self.lock();
         let Some(a) = s.armed.as_mut() else {
-            return false;
+            return;
         };
         a.sent += n;
         a.counter.0.sent(a.counter.1, Via::Sendfile, n as u64);
         if a.sent < a.len {
-            return false;
+            return;
         }
-        let last = a._last.is_some();
         s.armed = None;
         if let Some(w) = s.waker.take() {
             w.wake();
         }
-        last
     }
 
     /// The armed chunk cannot be sent; the body ends with `why`.
@@ -212,19 +213,36 @@ fn out_of_step() -> io::Error {
 /// elsewhere downloads stream.
 pub const AVAILABLE: bool = cfg!(target_os = "linux");
 
-/// Corks the socket (`TCP_CORK`, nginx's `tcp_nopush`) while a download's
-/// head and file go out, so that both leave in full segments: without it,
-/// with `TCP_NODELAY`, the client gets the head alone and the file in
-/// more, smaller pieces, and spends twice the CPU reading them (measured
-/// against nginx: `bench/download/run`). Uncorking sends what is left.
+/// Writes a download's head with `MSG_MORE` (`send(2)`): the kernel holds
+/// a short segment back for the bytes that follow, so the head leaves with
+/// the file's first bytes in full segments. Without it, under
+/// `TCP_NODELAY`, the client gets the head alone and the file in more,
+/// smaller pieces, and spends twice the CPU reading them. `sendfile`
+/// pushes at its own end (it marks only the pieces before its last as
+/// "more"), so nothing waits for a timer, and a socket option costs no
+/// two extra calls per download as `TCP_CORK` on and off did (nginx's
+/// `tcp_nopush`). Under BBR, this machine's default, cork and uncork ran
+/// 1 MiB downloads at 0.57x the rate of this (`bench/download/run`; see
+/// docs/src/performance/server.md#downloads).
 #[cfg(target_os = "linux")]
-pub(crate) fn cork(socket: &impl std::os::fd::AsFd, on: bool) {
-    // Advice only: a socket that refuses it sends all the same.
-    let _ = rustix::net::sockopt::set_tcp_cork(socket, on);
+pub(crate) fn send_more(
+    out: &impl std::os::fd::AsFd,
+    head: &[io::IoSlice<'_>],
+) -> io::Result<usize> {
+    use rustix::net::{sendmsg, SendAncillaryBuffer, SendFlags};
+    let flags = SendFlags::MORE | SendFlags::NOSIGNAL;
+    Ok(sendmsg(
+        out,
+        head,
+        &mut SendAncillaryBuffer::default(),
+        flags,
+    )?)
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn cork(_: &impl std::os::fd::AsFd, _: bool) {}
+pub(crate) fn send_more(_: &impl std::os::fd::AsFd, _: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "MSG_MORE"))
+}
 
 /// Sends as much of `send` as the socket `out` takes now.
 #[cfg(target_os = "linux")]
@@ -352,11 +370,12 @@ mod tests {
         assert!(slot.expect(&SENTINEL[1..10]).is_err(), "shifted");
         let s = slot.expect(&SENTINEL[..10]).unwrap();
         assert_eq!((s.at, s.count), (100, 10));
-        assert!(!slot.sent(4));
+        slot.sent(4);
         assert!(slot.expect(&SENTINEL[..10]).is_err(), "already partly sent");
+        assert_eq!(d.in_progress.load(Relaxed), 1, "not sent whole yet");
         let s = slot.expect(&SENTINEL[4..10]).unwrap();
         assert_eq!((s.at, s.count), (104, 6));
-        assert!(slot.sent(6), "its last chunk");
+        slot.sent(6);
         assert!(slot.expect(&SENTINEL[10..10]).is_err(), "whole: disarmed");
         assert_eq!(d.bytes(Route::Link, Via::Sendfile), 10);
         assert_eq!(d.in_progress.load(Relaxed), 0, "the last chunk sent");
