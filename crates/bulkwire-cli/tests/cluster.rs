@@ -188,11 +188,9 @@ impl Node {
             .spawn()
             .expect("starting bulkwire serve");
         // 60 s: migrations of nodes starting together queue on a lock.
-        let banner = await_banner(child.stdout.take().unwrap(), Duration::from_secs(60));
-        let (addr, _) = banner.unwrap_or_else(|e| {
-            let _ = child.kill();
-            panic!("node {name} did not start ({e}):\n{}", tail(&log))
-        });
+        let banner = await_banner(&mut child, Duration::from_secs(60));
+        let (addr, _) =
+            banner.unwrap_or_else(|e| panic!("node {name} did not start ({e}):\n{}", tail(&log)));
         Node { child, addr, log }
     }
 

@@ -162,9 +162,8 @@ fn serve(dir: &Path) -> Server {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (addr, banner) =
-        bulkwire_testenv::must(bulkwire_testenv::await_banner(out, Duration::from_secs(30)));
+    let banner = bulkwire_testenv::await_banner(&mut child, Duration::from_secs(30));
+    let (addr, banner) = bulkwire_testenv::must(banner);
     // The token is the line after the one announcing it.
     let token = banner
         .windows(2)

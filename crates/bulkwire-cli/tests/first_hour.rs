@@ -59,9 +59,8 @@ impl Serve {
                 let _ = tx.send(l);
             }
         });
-        let out = child.stdout.take().unwrap();
-        let (addr, _) =
-            bulkwire_testenv::must(bulkwire_testenv::await_banner(out, Duration::from_secs(30)));
+        let banner = bulkwire_testenv::await_banner(&mut child, Duration::from_secs(30));
+        let (addr, _) = bulkwire_testenv::must(banner);
         Serve { child, addr, log }
     }
 

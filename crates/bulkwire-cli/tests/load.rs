@@ -277,8 +277,7 @@ fn against_bulkwire_serve_a_wrong_password_is_all_errors() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let out = serve.stdout.take().unwrap();
-    let banner = bulkwire_testenv::await_banner(out, std::time::Duration::from_secs(30));
+    let banner = bulkwire_testenv::await_banner(&mut serve, std::time::Duration::from_secs(30));
     let (addr, _) = bulkwire_testenv::must(banner);
     let file = data.join("photo.jpg");
     std::fs::write(&file, vec![3u8; 4_000]).unwrap();

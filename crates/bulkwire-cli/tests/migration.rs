@@ -103,13 +103,9 @@ impl Serve {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting bulkwire serve");
-        let out = child.stdout.take().unwrap();
-        match await_banner(out, Duration::from_secs(60)) {
+        match await_banner(&mut child, Duration::from_secs(60)) {
             Ok((addr, _)) => Serve { child, addr },
-            Err(e) => {
-                let _ = child.kill();
-                panic!("bulkwire serve did not start ({e}): {:?}", child.wait());
-            }
+            Err(e) => panic!("bulkwire serve did not start: {e}"),
         }
     }
 

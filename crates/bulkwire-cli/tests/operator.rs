@@ -43,9 +43,11 @@ impl Serve {
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap());
         let mut child = cmd.spawn().unwrap();
-        let out = child.stdout.take().unwrap();
-        let banner = bulkwire_testenv::await_banner(out, Duration::from_secs(30));
-        let (addr, _) = bulkwire_testenv::must(banner);
+        let banner = bulkwire_testenv::await_banner(&mut child, Duration::from_secs(30));
+        let (addr, _) = banner.unwrap_or_else(|e| {
+            let err = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("bulkwire serve did not start ({e}); stderr:\n{err}")
+        });
         Serve { child, addr, log }
     }
 

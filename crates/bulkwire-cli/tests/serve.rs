@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 struct Serve {
     child: Child,
     addr: SocketAddr,
-    /// stdout lines up to and including the "listening" line.
+    /// stdout lines before the "listening on" line.
     banner: Vec<String>,
 }
 
@@ -45,8 +45,7 @@ impl Serve {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting the server (prlimit, from util-linux, for the descriptor test)");
-        let out = child.stdout.take().unwrap();
-        let banner = bulkwire_testenv::await_banner(out, Duration::from_secs(30));
+        let banner = bulkwire_testenv::await_banner(&mut child, Duration::from_secs(30));
         let (addr, banner) = bulkwire_testenv::must(banner);
         Serve {
             child,

@@ -108,16 +108,7 @@ impl Io {
         cx: &mut Context<'_>,
         head: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        loop {
-            ready!(self.stream.poll_write_ready(cx))?;
-            let r = self.stream.try_io(tokio::io::Interest::WRITABLE, || {
-                sendfile::send_more(&self.stream, head)
-            });
-            match r {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                r => return Poll::Ready(r),
-            }
-        }
+        self.poll_send_with(cx, |s| sendfile::send_more(s, head))
     }
 
     fn poll_send_file(
@@ -126,22 +117,31 @@ impl Io {
         placeholder: &[u8],
     ) -> Poll<io::Result<usize>> {
         let send = self.slot.expect(placeholder)?;
+        let r = ready!(self.poll_send_with(cx, |s| sendfile::send_file(s, &send)));
+        match &r {
+            Ok(n) => self.slot.sent(*n),
+            Err(e) => self
+                .slot
+                .fail(e.kind(), "the download's file could not be sent"),
+        }
+        Poll::Ready(r)
+    }
+
+    /// Runs `send` on the socket once it is writable, again whenever it
+    /// would block (tokio clears the readiness on `WouldBlock`).
+    fn poll_send_with(
+        &self,
+        cx: &mut Context<'_>,
+        mut send: impl FnMut(&TcpStream) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
         loop {
             ready!(self.stream.poll_write_ready(cx))?;
-            let r = self.stream.try_io(tokio::io::Interest::WRITABLE, || {
-                sendfile::send_file(&self.stream, &send)
-            });
+            let r = self
+                .stream
+                .try_io(tokio::io::Interest::WRITABLE, || send(&self.stream));
             match r {
-                Ok(n) => {
-                    self.slot.sent(n);
-                    return Poll::Ready(Ok(n));
-                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => {
-                    self.slot
-                        .fail(e.kind(), "the download's file could not be sent");
-                    return Poll::Ready(Err(e));
-                }
+                r => return Poll::Ready(r),
             }
         }
     }

@@ -219,11 +219,10 @@ pub const AVAILABLE: bool = cfg!(target_os = "linux");
 /// `TCP_NODELAY`, the client gets the head alone and the file in more,
 /// smaller pieces, and spends twice the CPU reading them. `sendfile`
 /// pushes at its own end (it marks only the pieces before its last as
-/// "more"), so nothing waits for a timer, and a socket option costs no
-/// two extra calls per download as `TCP_CORK` on and off did (nginx's
-/// `tcp_nopush`). Under BBR, this machine's default, cork and uncork ran
-/// 1 MiB downloads at 0.57x the rate of this (`bench/download/run`; see
-/// docs/src/performance/server.md#downloads).
+/// "more"), so nothing is left held. It replaces `TCP_CORK` set before the
+/// head and cleared after the file (nginx's `tcp_nopush`): two `setsockopt`
+/// fewer per download, and under a paced congestion control (BBR) a much
+/// higher rate (docs/src/performance/server.md#downloads, item 6).
 #[cfg(target_os = "linux")]
 pub(crate) fn send_more(
     out: &impl std::os::fd::AsFd,
@@ -239,6 +238,8 @@ pub(crate) fn send_more(
     )?)
 }
 
+/// Never called: without `sendfile` no body yields placeholders
+/// ([`AVAILABLE`]), so no head is written this way.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn send_more(_: &impl std::os::fd::AsFd, _: &[io::IoSlice<'_>]) -> io::Result<usize> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "MSG_MORE"))

@@ -143,15 +143,9 @@ impl Node {
             .stderr(err)
             .spawn()
             .expect("starting bulkwire serve");
-        let banner = first_line(
-            child.stdout.take().unwrap(),
-            "bulkwire: listening on http://",
-        );
-        let addr = banner.and_then(|r| r.split(' ').next()?.parse().ok());
-        let addr = addr.unwrap_or_else(|| {
-            let _ = child.kill();
-            panic!("node {name} did not start:\n{}", tail(&log))
-        });
+        let banner = bulkwire_testenv::await_banner(&mut child, Duration::from_secs(60));
+        let (addr, _) =
+            banner.unwrap_or_else(|e| panic!("node {name} did not start ({e}):\n{}", tail(&log)));
         Node { child, addr, log }
     }
 
